@@ -1,0 +1,614 @@
+use std::io::BufRead;
+
+use discern_model::{validate_id, Record, Value};
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+use crate::{Action, RemoveWhat};
+
+/// Deepest array/struct nesting accepted (SPEC §3).
+pub const MAX_DEPTH: usize = 64;
+
+/// Why a changeset was rejected, and where (1-based line and column).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message} (line {line}, column {column})")]
+pub struct ParseError {
+    pub message: String,
+    pub line: u64,
+    pub column: u64,
+}
+
+/// What a complete read saw.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadSummary {
+    pub actions: u64,
+}
+
+/// Reads a changeset document from `input`, calling `on_action` for every action in
+/// document order. An error from the callback stops the read and is returned as is.
+/// Memory use is bounded by the largest single action, not the document.
+pub fn read_changeset<R: BufRead, E: From<ParseError>>(
+    input: R,
+    mut on_action: impl FnMut(Action) -> Result<(), E>,
+) -> Result<ReadSummary, E> {
+    let mut p = Parser::new(input);
+    p.document(&mut on_action)
+}
+
+/// One pulled event, owned, with the position it started at.
+enum Ev {
+    Start(String, Vec<(String, String)>),
+    End,
+    Text(String),
+    Eof,
+}
+
+struct Parser<R: BufRead> {
+    reader: Reader<R>,
+    buf: Vec<u8>,
+    /// Newlines seen before the current event, and the byte offset just past the last one.
+    newlines: u64,
+    last_nl: u64,
+    /// Offset where the current event starts.
+    ev_start: u64,
+    peeked: Option<Ev>,
+    peeked_at: u64,
+    /// Newlines inside the last start tag, counted once the tag has been handled so that
+    /// errors about the tag report the line it starts on.
+    pending_nl: Option<(Vec<u8>, u64)>,
+    eof: bool,
+}
+
+impl<R: BufRead> Parser<R> {
+    fn new(input: R) -> Self {
+        let mut reader = Reader::from_reader(input);
+        let cfg = reader.config_mut();
+        cfg.expand_empty_elements = true;
+        cfg.check_end_names = true;
+        cfg.trim_text(false);
+        Parser {
+            reader,
+            buf: Vec::with_capacity(8 * 1024),
+            newlines: 0,
+            last_nl: 0,
+            ev_start: 0,
+            peeked: None,
+            peeked_at: 0,
+            pending_nl: None,
+            eof: false,
+        }
+    }
+
+    fn error_at(&self, offset: u64, message: impl Into<String>) -> ParseError {
+        ParseError {
+            message: message.into(),
+            line: self.newlines + 1,
+            column: offset.saturating_sub(self.last_nl) + 1,
+        }
+    }
+
+    fn err(&self, message: impl Into<String>) -> ParseError {
+        self.error_at(self.ev_start, message)
+    }
+
+    fn count_newlines(&mut self, bytes: &[u8], base: u64) {
+        for (i, b) in bytes.iter().enumerate() {
+            if *b == b'\n' {
+                self.newlines += 1;
+                self.last_nl = base + i as u64 + 1;
+            }
+        }
+    }
+
+    /// Next content event: comments, processing instructions, the declaration and
+    /// DOCTYPE are skipped (the DOCTYPE is never fetched); entity references and CDATA
+    /// are folded into text.
+    fn next(&mut self) -> Result<Ev, ParseError> {
+        if let Some((bytes, base)) = self.pending_nl.take() {
+            self.count_newlines(&bytes, base);
+        }
+        if let Some(ev) = self.peeked.take() {
+            self.ev_start = self.peeked_at;
+            return Ok(ev);
+        }
+        let mut text: Option<String> = None;
+        let mut text_start = 0;
+        loop {
+            if self.eof {
+                return Ok(match text {
+                    Some(t) => Ev::Text(t),
+                    None => Ev::Eof,
+                });
+            }
+            let start = self.reader.buffer_position();
+            self.buf.clear();
+            let raw = match self.reader.read_event_into(&mut self.buf) {
+                Ok(ev) => convert(ev, start),
+                Err(e) => {
+                    let pos = self.reader.error_position();
+                    return Err(self.error_at(pos, format!("changeset is not well-formed XML: {e}")));
+                }
+            };
+            let raw = match raw {
+                Ok(r) => r,
+                Err((at, msg)) => return Err(self.error_at(at, msg)),
+            };
+            let ev = match raw {
+                Raw::Text(s, nl_base) => {
+                    if text.is_none() {
+                        text_start = start;
+                    }
+                    self.count_newlines(s.as_bytes(), nl_base);
+                    text.get_or_insert_with(String::new).push_str(&s);
+                    continue;
+                }
+                Raw::Skip(bytes, nl_base) => {
+                    self.count_newlines(&bytes, nl_base);
+                    continue;
+                }
+                Raw::Start(name, attrs, tag_bytes) => {
+                    self.pending_nl = Some((tag_bytes, start + 1));
+                    Ev::Start(name, attrs)
+                }
+                Raw::End => Ev::End,
+                Raw::Eof => {
+                    self.eof = true;
+                    Ev::Eof
+                }
+            };
+            if let Some(t) = text.take() {
+                self.peeked = Some(ev);
+                self.peeked_at = start;
+                self.ev_start = text_start;
+                return Ok(Ev::Text(t));
+            }
+            self.ev_start = start;
+            return Ok(ev);
+        }
+    }
+
+    /// Next event that is not whitespace-only text; other text is an error.
+    fn next_tag(&mut self, context: &str) -> Result<Ev, ParseError> {
+        loop {
+            match self.next()? {
+                Ev::Text(t) if t.trim().is_empty() => continue,
+                Ev::Text(t) => {
+                    return Err(self.err(format!(
+                        "unexpected text {:?} {context}",
+                        t.trim().chars().take(40).collect::<String>()
+                    )))
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn document<E: From<ParseError>>(
+        &mut self,
+        on_action: &mut impl FnMut(Action) -> Result<(), E>,
+    ) -> Result<ReadSummary, E> {
+        match self.next_tag("before the root element")? {
+            Ev::Start(name, _) if name == "changeset" => {}
+            Ev::Start(name, _) => {
+                return Err(self.err(format!("root element must be <changeset>, not <{name}>")).into())
+            }
+            Ev::Eof => return Err(self.err("empty document: expected <changeset>").into()),
+            Ev::End | Ev::Text(_) => return Err(self.err("expected <changeset>").into()),
+        }
+        let mut summary = ReadSummary::default();
+        loop {
+            match self.next_tag("between actions")? {
+                Ev::Start(name, attrs) => {
+                    let action = self.action(&name, &attrs)?;
+                    summary.actions += 1;
+                    on_action(action)?;
+                }
+                Ev::End => break,
+                Ev::Eof => {
+                    return Err(self.err("document ends before </changeset>").into());
+                }
+                Ev::Text(_) => unreachable_text()?,
+            }
+        }
+        match self.next_tag("after </changeset>")? {
+            Ev::Eof => Ok(summary),
+            Ev::Start(name, _) => {
+                Err(self.err(format!("unexpected element <{name}> after </changeset>")).into())
+            }
+            _ => Err(self.err("unexpected content after </changeset>").into()),
+        }
+    }
+
+    fn action(&mut self, name: &str, attrs: &[(String, String)]) -> Result<Action, ParseError> {
+        let kind = match name {
+            "set-item" | "add-item" | "add-to-item" | "remove-from-item" | "remove-item" => name,
+            _ => return Err(self.err(format!("unknown action <{name}>"))),
+        };
+        let at = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let (id, locator) = match (at("id"), at("locator")) {
+            (Some(id), _) => (id.to_string(), None),
+            (None, Some(loc)) => match (at("provider"), at("kind")) {
+                (Some(p), Some(k)) => {
+                    let id = if p.is_empty() && k.is_empty() {
+                        loc.to_string()
+                    } else {
+                        format!("{p}/{k}/{loc}")
+                    };
+                    (id, Some((loc.to_string(), p.to_string(), k.to_string())))
+                }
+                _ => {
+                    return Err(self.err(format!(
+                        "<{kind}> locator form needs locator, provider and kind attributes"
+                    )))
+                }
+            },
+            (None, None) => return Err(self.err(format!("<{kind}> has no id attribute"))),
+        };
+        validate_id(&id).map_err(|m| self.err(format!("<{kind}>: {m}")))?;
+
+        let mut record: Option<Record> = None;
+        let mut remove_all = false;
+        let mut remove_entries: Option<Vec<(String, Option<Vec<Value>>)>> = None;
+        loop {
+            match self.next_tag(&format!("inside <{kind}>"))? {
+                Ev::End => break,
+                Ev::Start(child, _) if child == "properties" => {
+                    if record.is_some() || remove_entries.is_some() || remove_all {
+                        return Err(self.err(format!("<{kind}> has more than one <properties>")));
+                    }
+                    if kind == "remove-from-item" {
+                        remove_entries = Some(self.properties_for_removal()?);
+                    } else {
+                        record = Some(self.properties()?);
+                    }
+                }
+                Ev::Start(child, _) if child == "all" && kind == "remove-from-item" => {
+                    self.expect_end("all")?;
+                    remove_all = true;
+                }
+                Ev::Start(child, _) => {
+                    return Err(self.err(format!("unexpected <{child}> inside <{kind}>")))
+                }
+                Ev::Eof => return Err(self.err(format!("document ends inside <{kind}>"))),
+                Ev::Text(_) => unreachable_text()?,
+            }
+        }
+        let mut record = record.unwrap_or_default();
+        if let Some((loc, prov, kd)) = locator {
+            if matches!(kind, "set-item" | "add-to-item") {
+                record.set("_locator".into(), Value::Str(loc));
+                record.set("_provider".into(), Value::Str(prov));
+                record.set("_kind".into(), Value::Str(kd));
+            }
+        }
+        Ok(match kind {
+            "set-item" => Action::Set { id, record },
+            "add-item" => Action::Add { id },
+            "add-to-item" => Action::AddTo { id, record },
+            "remove-item" => Action::Remove { id },
+            _ => Action::RemoveFrom {
+                id,
+                what: if remove_all {
+                    RemoveWhat::All
+                } else {
+                    RemoveWhat::Entries(remove_entries.unwrap_or_default())
+                },
+            },
+        })
+    }
+
+    fn expect_end(&mut self, name: &str) -> Result<(), ParseError> {
+        match self.next_tag(&format!("inside <{name}>"))? {
+            Ev::End => Ok(()),
+            _ => Err(self.err(format!("<{name}> must be empty"))),
+        }
+    }
+
+    /// `<properties>` holding exactly one `<struct>`; returns its entries with values.
+    fn properties(&mut self) -> Result<Record, ParseError> {
+        let entries = self.properties_struct()?;
+        let mut rec = Record(Vec::with_capacity(entries.len()));
+        for (name, value) in entries {
+            if let Some(v) = value {
+                rec.set(name, v);
+            }
+        }
+        Ok(rec)
+    }
+
+    fn properties_for_removal(&mut self) -> Result<Vec<(String, Option<Vec<Value>>)>, ParseError> {
+        let entries = self.properties_struct()?;
+        Ok(entries
+            .into_iter()
+            .map(|(name, v)| {
+                let vals = v.map(|v| match v {
+                    Value::Array(items) => items,
+                    other => vec![other],
+                });
+                (name, vals)
+            })
+            .collect())
+    }
+
+    fn properties_struct(&mut self) -> Result<Vec<(String, Option<Value>)>, ParseError> {
+        let entries = match self.next_tag("inside <properties>")? {
+            Ev::Start(name, _) if name == "struct" => self.struct_entries(1)?,
+            Ev::Start(name, _) => {
+                return Err(self.err(format!("<properties> must hold one <struct>, not <{name}>")))
+            }
+            _ => return Err(self.err("<properties> must hold one <struct>")),
+        };
+        match self.next_tag("inside <properties>")? {
+            Ev::End => Ok(entries),
+            _ => Err(self.err("<properties> must hold exactly one <struct>")),
+        }
+    }
+
+    /// Entries of a `<struct>` whose start tag was just read; `None` for an empty entry.
+    fn struct_entries(&mut self, depth: usize) -> Result<Vec<(String, Option<Value>)>, ParseError> {
+        if depth > MAX_DEPTH {
+            return Err(self.err(format!("array/struct nesting deeper than {MAX_DEPTH}")));
+        }
+        let mut out = Vec::new();
+        loop {
+            match self.next_tag("inside <struct>")? {
+                Ev::End => return Ok(out),
+                Ev::Start(name, attrs) if name == "entry" => {
+                    let Some(ename) = attrs.into_iter().find(|(k, _)| k == "name").map(|(_, v)| v)
+                    else {
+                        return Err(self.err("<entry> has no name attribute"));
+                    };
+                    let value = self.single_value("entry", depth)?;
+                    out.push((ename, value));
+                }
+                Ev::Start(name, _) => {
+                    return Err(self.err(format!("unexpected <{name}> inside <struct>")))
+                }
+                _ => return Err(self.err("document ends inside <struct>")),
+            }
+        }
+    }
+
+    /// The optional single value inside `<entry>` or `<element>`, consuming its end tag.
+    fn single_value(&mut self, parent: &str, depth: usize) -> Result<Option<Value>, ParseError> {
+        match self.next_tag(&format!("inside <{parent}>"))? {
+            Ev::End => Ok(None),
+            Ev::Start(name, _) => {
+                let v = self.value(&name, depth)?;
+                match self.next_tag(&format!("inside <{parent}>"))? {
+                    Ev::End => Ok(Some(v)),
+                    _ => Err(self.err(format!("<{parent}> must hold one value"))),
+                }
+            }
+            _ => Err(self.err(format!("document ends inside <{parent}>"))),
+        }
+    }
+
+    /// Text content up to the end tag of a scalar element.
+    fn scalar_text(&mut self, name: &str) -> Result<String, ParseError> {
+        let mut text = String::new();
+        loop {
+            match self.next()? {
+                Ev::Text(t) => text.push_str(&t),
+                Ev::End => return Ok(text),
+                Ev::Start(child, _) => {
+                    return Err(self.err(format!("unexpected <{child}> inside <{name}>")))
+                }
+                Ev::Eof => return Err(self.err(format!("document ends inside <{name}>"))),
+            }
+        }
+    }
+
+    fn value(&mut self, name: &str, depth: usize) -> Result<Value, ParseError> {
+        let at = self.ev_start;
+        match name {
+            "string" => Ok(Value::Str(self.scalar_text(name)?.trim().to_string())),
+            "int" | "long" => {
+                let t = self.scalar_text(name)?;
+                t.trim()
+                    .parse::<i64>()
+                    .map(Value::Int)
+                    .map_err(|_| self.error_at(at, format!("<{name}> {:?} is not an integer", t.trim())))
+            }
+            "real" => {
+                let t = self.scalar_text(name)?;
+                match t.trim().parse::<f64>() {
+                    Ok(r) if r.is_finite() && !t.trim().chars().any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') => {
+                        Ok(Value::Real(r))
+                    }
+                    _ => Err(self.error_at(at, format!("<real> {:?} is not a finite number", t.trim()))),
+                }
+            }
+            "bool" => {
+                let t = self.scalar_text(name)?;
+                match t.trim() {
+                    "1" | "true" => Ok(Value::Bool(true)),
+                    "0" | "false" => Ok(Value::Bool(false)),
+                    other => Err(self.error_at(at, format!("<bool> {other:?} is not 1, 0, true or false"))),
+                }
+            }
+            "array" => {
+                if depth + 1 > MAX_DEPTH {
+                    return Err(self.err(format!("array/struct nesting deeper than {MAX_DEPTH}")));
+                }
+                let mut items = Vec::new();
+                loop {
+                    match self.next_tag("inside <array>")? {
+                        Ev::End => return Ok(Value::Array(items)),
+                        Ev::Start(n, _) if n == "element" => {
+                            if let Some(v) = self.single_value("element", depth + 1)? {
+                                items.push(v);
+                            }
+                        }
+                        Ev::Start(n, _) => {
+                            return Err(self.err(format!("unexpected <{n}> inside <array>")))
+                        }
+                        _ => return Err(self.err("document ends inside <array>")),
+                    }
+                }
+            }
+            "struct" => {
+                let entries = self.struct_entries(depth + 1)?;
+                Ok(Value::Struct(
+                    entries.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect(),
+                ))
+            }
+            other => Err(self.error_at(at, format!("unknown value element <{other}>"))),
+        }
+    }
+}
+
+/// An event converted to owned data, before newline accounting.
+enum Raw {
+    Text(String, u64),
+    Start(String, Vec<(String, String)>, Vec<u8>),
+    End,
+    Eof,
+    /// Skipped content whose newlines still count.
+    Skip(Vec<u8>, u64),
+}
+
+fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
+    Ok(match ev {
+        Event::Text(t) => {
+            let s = t.decode().map_err(|e| (start, format!("invalid text encoding: {e}")))?;
+            Raw::Text(s.into_owned(), start)
+        }
+        Event::CData(t) => {
+            let s = t.decode().map_err(|e| (start, format!("invalid CDATA encoding: {e}")))?;
+            Raw::Text(s.into_owned(), start + 9)
+        }
+        Event::GeneralRef(r) => {
+            let c = if r.is_char_ref() {
+                match r.resolve_char_ref() {
+                    Ok(Some(c)) => c,
+                    _ => return Err((start, "invalid character reference".into())),
+                }
+            } else {
+                match r.as_ref() {
+                    b"amp" => '&',
+                    b"lt" => '<',
+                    b"gt" => '>',
+                    b"quot" => '"',
+                    b"apos" => '\'',
+                    other => {
+                        return Err((
+                            start,
+                            format!("unknown entity &{};", String::from_utf8_lossy(other)),
+                        ))
+                    }
+                }
+            };
+            Raw::Text(c.to_string(), start)
+        }
+        Event::Start(s) => {
+            let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
+            let mut attrs = Vec::new();
+            for a in s.attributes() {
+                let a = a.map_err(|e| (start, format!("bad attribute in <{name}>: {e}")))?;
+                let key = String::from_utf8_lossy(a.key.as_ref()).into_owned();
+                let val = a
+                    .unescape_value()
+                    .map_err(|e| (start, format!("bad attribute value in <{name}>: {e}")))?
+                    .into_owned();
+                attrs.push((key, val));
+            }
+            Raw::Start(name, attrs, s.to_vec())
+        }
+        Event::End(_) => Raw::End,
+        Event::Eof => Raw::Eof,
+        Event::Comment(c) => Raw::Skip(c.to_vec(), start + 4),
+        Event::PI(p) => Raw::Skip(p.to_vec(), start + 2),
+        Event::Decl(d) => Raw::Skip(d.to_vec(), start + 2),
+        Event::DocType(d) => Raw::Skip(d.to_vec(), start + 9),
+        // expand_empty_elements turns Empty into Start + End
+        Event::Empty(_) => Raw::Skip(Vec::new(), start),
+    })
+}
+
+fn unreachable_text() -> Result<(), ParseError> {
+    Err(ParseError { message: "internal: text where a tag was expected".into(), line: 0, column: 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(doc: &str) -> Result<Vec<Action>, ParseError> {
+        let mut out = Vec::new();
+        read_changeset(doc.as_bytes(), |a| {
+            out.push(a);
+            Ok::<(), ParseError>(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn spec_example() {
+        let doc = include_str!("../testdata/spec-example.xml");
+        let actions = read(doc).unwrap();
+        assert_eq!(actions.len(), 6);
+        let Action::Set { id, record } = &actions[0] else { panic!() };
+        assert_eq!(id, "L1");
+        assert_eq!(record.get("title"), Some(&Value::Str("Loft near the park".into())));
+        assert!(record.get("note").is_none());
+        assert!(matches!(&actions[3], Action::RemoveFrom { what: RemoveWhat::All, .. }));
+    }
+
+    #[test]
+    fn entities_and_cdata() {
+        let a = read("<changeset><set-item id='x&amp;1'><properties><struct><entry name='d'><string> a &amp; &lt;b&gt; &#233;&#x4E2D; </string></entry><entry name='c'><string><![CDATA[<raw>]]></string></entry></struct></properties></set-item></changeset>").unwrap();
+        let Action::Set { id, record } = &a[0] else { panic!() };
+        assert_eq!(id, "x&1");
+        assert_eq!(record.get("d"), Some(&Value::Str("a & <b> é中".into())));
+        assert_eq!(record.get("c"), Some(&Value::Str("<raw>".into())));
+    }
+
+    #[test]
+    fn error_names_line() {
+        let doc = "<?xml version='1.0'?>\n<changeset>\n<add-item id='a'/>\n\n   <bogus id='b'/>\n</changeset>";
+        let e = read(doc).unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+        assert!(e.message.contains("bogus"));
+    }
+
+    #[test]
+    fn invalid_forms() {
+        for doc in [
+            "",
+            "not xml",
+            "<changes/>",
+            "<changeset><set-item id='a'>",
+            "<changeset></changeset>trailing",
+            "<changeset>oops<add-item id='a'/></changeset>",
+            "<changeset><add-item/></changeset>",
+            "<changeset><set-item locator='a' provider='p'/></changeset>",
+            "<changeset><set-item id='a'><properties><string>x</string></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct/><struct/></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct><entry><string>v</string></entry></struct></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct><entry name='n'><int>1x</int></entry></struct></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct><entry name='n'><real>NaN</real></entry></struct></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct><entry name='n'><real>inf</real></entry></struct></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct><entry name='n'><bool>yes</bool></entry></struct></properties></set-item></changeset>",
+            "<changeset><set-item id='a'><properties><struct><entry name='n'><float>1</float></entry></struct></properties></set-item></changeset>",
+        ] {
+            assert!(read(doc).is_err(), "accepted: {doc}");
+        }
+    }
+
+    #[test]
+    fn nesting_limit() {
+        let mut v = "<string>x</string>".to_string();
+        for _ in 0..70 {
+            v = format!("<array><element>{v}</element></array>");
+        }
+        let doc = format!("<changeset><set-item id='a'><properties><struct><entry name='d'>{v}</entry></struct></properties></set-item></changeset>");
+        assert!(read(&doc).unwrap_err().message.contains("nesting"));
+    }
+
+    #[test]
+    fn empty_changeset_forms() {
+        assert_eq!(read("<changeset/>").unwrap(), vec![]);
+        assert_eq!(read("<?xml version='1.0'?><!DOCTYPE changeset SYSTEM 'http://x/y.dtd'><!-- c --><changeset><?pi x?></changeset>").unwrap(), vec![]);
+    }
+}
