@@ -1,1 +1,18 @@
+//! The dimensions document (SPEC §6.2): parsing and validation, value extraction per
+//! dimension type, text analysis (§6.3), time formats, and the bundled ZIP table.
 
+pub mod analysis;
+mod doc;
+pub mod extract;
+pub mod interval;
+pub mod time;
+pub mod zip;
+
+pub use analysis::Analyzer;
+pub use doc::{
+    Dimension, DimensionKind, Dimensions, Element, ElementSet, GeoSpec, NumericKind, NumericSpec,
+    RangeElement, TextField, TextSpec,
+};
+pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
+pub use doc::TYPE_NAMES;
+pub use interval::Interval;

@@ -1,0 +1,240 @@
+//! Text analysis (SPEC §6.3): tokenize → fold accents → lower-case → stop words → stem.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Lucene's standard English stop word list.
+pub const ENGLISH_STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tokenizer {
+    WordDelimiter,
+    Standard,
+    Whitespace,
+}
+
+impl Tokenizer {
+    pub fn parse(s: &str) -> Option<Tokenizer> {
+        match s {
+            "wordDelimiter" => Some(Tokenizer::WordDelimiter),
+            "standard" => Some(Tokenizer::Standard),
+            "whitespace" => Some(Tokenizer::Whitespace),
+            _ => None,
+        }
+    }
+}
+
+/// One field's analysis chain. Cheap to clone.
+#[derive(Clone)]
+pub struct Analyzer {
+    pub tokenizer: Tokenizer,
+    stop_words: Arc<HashSet<String>>,
+    stem: bool,
+}
+
+impl std::fmt::Debug for Analyzer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Analyzer")
+            .field("tokenizer", &self.tokenizer)
+            .field("stop_words", &self.stop_words.len())
+            .field("stem", &self.stem)
+            .finish()
+    }
+}
+
+impl Analyzer {
+    /// `stop_words`: `None` = the standard English list; `Some("")` = none.
+    pub fn new(tokenizer: Tokenizer, stop_words: Option<&str>, stem: bool) -> Analyzer {
+        let set: HashSet<String> = match stop_words {
+            None => ENGLISH_STOP_WORDS.iter().map(|s| s.to_string()).collect(),
+            Some(list) => list
+                .split(',')
+                .map(|w| fold(w.trim()))
+                .filter(|w| !w.is_empty())
+                .collect(),
+        };
+        Analyzer { tokenizer, stop_words: Arc::new(set), stem }
+    }
+
+    /// The analysed tokens of `text`, in order.
+    pub fn tokens(&self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        self.for_each_token(text, |t| out.push(t));
+        out
+    }
+
+    pub fn for_each_token(&self, text: &str, mut f: impl FnMut(String)) {
+        let mut emit = |raw: String| {
+            if raw.is_empty() || self.stop_words.contains(&raw) {
+                return;
+            }
+            if self.stem {
+                f(stemmer().stem(&raw).into_owned());
+            } else {
+                f(raw);
+            }
+        };
+        match self.tokenizer {
+            Tokenizer::Whitespace => {
+                for w in text.split_whitespace() {
+                    emit(fold(w));
+                }
+            }
+            Tokenizer::Standard => {
+                for w in text.unicode_words() {
+                    emit(fold(strip_possessive(w)));
+                }
+            }
+            Tokenizer::WordDelimiter => {
+                for chunk in text.split_whitespace() {
+                    word_delimiter(chunk, &mut emit);
+                }
+            }
+        }
+    }
+}
+
+fn stemmer() -> &'static rust_stemmers::Stemmer {
+    static S: std::sync::OnceLock<rust_stemmers::Stemmer> = std::sync::OnceLock::new();
+    S.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English))
+}
+
+/// Lower-cases and folds accents (`É` → `e`).
+pub fn fold(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else {
+            for d in c.nfd() {
+                if !is_combining_mark(d) {
+                    out.extend(d.to_lowercase());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn strip_possessive(w: &str) -> &str {
+    for suffix in ["'s", "'S", "\u{2019}s", "\u{2019}S"] {
+        if let Some(stem) = w.strip_suffix(suffix) {
+            return stem;
+        }
+    }
+    w
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum Class {
+    Lower,
+    Upper,
+    Digit,
+    Other,
+}
+
+fn class(c: char) -> Class {
+    if c.is_numeric() {
+        Class::Digit
+    } else if c.is_uppercase() {
+        Class::Upper
+    } else if c.is_alphabetic() {
+        Class::Lower
+    } else {
+        Class::Other
+    }
+}
+
+/// Splits a whitespace-free chunk on non-alphanumerics, lower→upper case changes and
+/// letter↔digit changes; emits the parts and, when there are several, their join.
+fn word_delimiter(chunk: &str, emit: &mut impl FnMut(String)) {
+    let chunk = strip_possessive(chunk.trim_end_matches(|c: char| !c.is_alphanumeric()));
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev = Class::Other;
+    for c in chunk.chars() {
+        let k = class(c);
+        if k == Class::Other {
+            if !cur.is_empty() {
+                parts.push(std::mem::take(&mut cur));
+            }
+            prev = Class::Other;
+            continue;
+        }
+        let split = !cur.is_empty()
+            && match (prev, k) {
+                (Class::Lower, Class::Upper) => true,
+                (Class::Digit, Class::Lower | Class::Upper) => true,
+                (Class::Lower | Class::Upper, Class::Digit) => true,
+                _ => false,
+            };
+        if split {
+            parts.push(std::mem::take(&mut cur));
+        }
+        cur.push(c);
+        prev = k;
+    }
+    if !cur.is_empty() {
+        parts.push(cur);
+    }
+    let folded: Vec<String> = parts.iter().map(|p| fold(p)).collect();
+    let joined = if folded.len() > 1 { Some(folded.concat()) } else { None };
+    for p in folded {
+        emit(p);
+    }
+    if let Some(j) = joined {
+        emit(j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn wd(s: &str) -> Vec<String> {
+        Analyzer::new(Tokenizer::WordDelimiter, Some(""), false).tokens(s)
+    }
+
+    #[test]
+    fn word_delimiter_forms() {
+        assert_eq!(wd("Sunny LOFT, Café!"), ["sunny", "loft", "cafe"]);
+        assert_eq!(wd("Wi-Fi"), ["wi", "fi", "wifi"]);
+        assert_eq!(wd("PowerShot SD800"), ["power", "shot", "powershot", "sd", "800", "sd800"]);
+        assert_eq!(wd("camera's lens"), ["camera", "lens"]);
+    }
+
+    #[test]
+    fn stop_words_and_stemming() {
+        let a = Analyzer::new(Tokenizer::WordDelimiter, None, false);
+        assert_eq!(a.tokens("The quick fox"), ["quick", "fox"]);
+        let s = Analyzer::new(Tokenizer::WordDelimiter, Some(""), true);
+        assert_eq!(s.tokens("running cats"), ["run", "cat"]);
+    }
+
+    #[test]
+    fn other_tokenizers() {
+        let st = Analyzer::new(Tokenizer::Standard, Some(""), false);
+        assert_eq!(st.tokens("PowerShot wi-fi"), ["powershot", "wi", "fi"]);
+        let ws = Analyzer::new(Tokenizer::Whitespace, Some(""), false);
+        assert_eq!(ws.tokens("PowerShot wi-fi"), ["powershot", "wi-fi"]);
+    }
+
+    proptest! {
+        #[test]
+        fn tokens_are_lowercase_and_nonempty(s in "\\PC{0,40}") {
+            for t in wd(&s) {
+                prop_assert!(!t.is_empty());
+                prop_assert_eq!(t.clone(), fold(&t));
+            }
+        }
+    }
+}
