@@ -1,0 +1,424 @@
+use std::collections::HashSet;
+use std::fs;
+use std::io::{self, BufReader, Read, Write};
+
+use discern_changeset::{read_changeset, Action, ChangesetWriter, ParseError, RemoveWhat};
+use discern_model::{decode_record, encode_record, Error, Record, Result, Value};
+use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
+
+use crate::log::{LogWriter, Staged};
+use crate::meta::{ChangesetMeta, ChangesetType};
+use crate::{db_err, sync_dir, Store, CATALOG, ITEMS};
+
+/// A change to the item set, reported to the caller (the index) as it is applied.
+pub enum ItemChange<'a> {
+    Upsert(&'a str, &'a Record),
+    Delete(&'a str),
+    /// Every item is deleted (reset).
+    Clear,
+}
+
+#[derive(Debug)]
+pub enum ApplyOutcome {
+    /// A changeset without actions: nothing stored, nothing changed (SPEC §3).
+    Empty,
+    Applied { meta: ChangesetMeta, created: u64, modified: u64, deleted: u64 },
+}
+
+/// Errors inside the parse callback: either the document is bad or applying failed.
+enum ApplyError {
+    Parse(ParseError),
+    Other(Error),
+}
+
+impl From<ParseError> for ApplyError {
+    fn from(e: ParseError) -> Self {
+        ApplyError::Parse(e)
+    }
+}
+
+/// Copies everything read into the log writer.
+struct Tee<'a, R> {
+    inner: R,
+    log: &'a mut LogWriter,
+}
+
+impl<R: Read> Read for Tee<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.log.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    created: u64,
+    modified: u64,
+    deleted: u64,
+}
+
+impl Store {
+    /// Parses `body` and applies it as one transaction: all or nothing, durable when this
+    /// returns `Applied`. `on_change` sees every resulting item change in order; an error
+    /// from it aborts the apply.
+    pub fn apply_changeset(
+        &self,
+        ty: ChangesetType,
+        body: impl Read,
+        on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
+    ) -> Result<ApplyOutcome> {
+        let mut log = LogWriter::create(&self.log_dir)?;
+        let txn = self.db.begin_write().map_err(db_err)?;
+        let mut counts = Counts::default();
+        let actions = {
+            let mut items = txn.open_table(ITEMS).map_err(db_err)?;
+            if ty == ChangesetType::Reset {
+                counts.deleted = items.len().map_err(db_err)?;
+                items.retain(|_, _| false).map_err(db_err)?;
+                on_change(ItemChange::Clear)?;
+            }
+            let mut named: HashSet<String> = HashSet::new();
+            let tee = Tee { inner: body, log: &mut log };
+            let mut scratch = Vec::with_capacity(1024);
+            let summary = read_changeset(BufReader::with_capacity(256 * 1024, tee), |action| {
+                check_allowed(ty, &action, &mut named).map_err(ApplyError::Other)?;
+                apply_action(&mut items, action, &mut counts, &mut scratch, on_change).map_err(ApplyError::Other)
+            });
+            let summary = match summary {
+                Ok(s) => s,
+                Err(ApplyError::Parse(e)) => return Err(Error::BadRequest(format!("invalid changeset: {e}"))),
+                Err(ApplyError::Other(e)) => return Err(e),
+            };
+            if summary.actions > 0 && ty.replaces_all() {
+                let mut gone = Vec::new();
+                for row in items.iter().map_err(db_err)? {
+                    let (k, _) = row.map_err(db_err)?;
+                    if !named.contains(k.value()) {
+                        gone.push(k.value().to_string());
+                    }
+                }
+                for id in gone {
+                    items.remove(id.as_str()).map_err(db_err)?;
+                    counts.deleted += 1;
+                    on_change(ItemChange::Delete(&id))?;
+                }
+            }
+            summary.actions
+        };
+        if actions == 0 && ty != ChangesetType::Reset {
+            txn.abort().map_err(db_err)?;
+            return Ok(ApplyOutcome::Empty);
+        }
+        let staged = log.finish()?;
+        let meta = self.commit_with_log(txn, staged, ty)?;
+        Ok(ApplyOutcome::Applied { meta, created: counts.created, modified: counts.modified, deleted: counts.deleted })
+    }
+
+    /// Writes a checkpoint: a `set-item` for every item, from one read snapshot, streamed.
+    pub fn checkpoint(&self) -> Result<ChangesetMeta> {
+        let mut log = LogWriter::create(&self.log_dir)?;
+        {
+            let read = self.db.begin_read().map_err(db_err)?;
+            let items = read.open_table(ITEMS).map_err(db_err)?;
+            let mut w = ChangesetWriter::new(&mut log)?;
+            for row in items.iter().map_err(db_err)? {
+                let (k, v) = row.map_err(db_err)?;
+                let rec = decode_record(v.value()).map_err(db_err)?;
+                w.set_item(k.value(), &rec)?;
+            }
+            w.finish()?;
+        }
+        let staged = log.finish()?;
+        let txn = self.db.begin_write().map_err(db_err)?;
+        self.commit_with_log(txn, staged, ChangesetType::Checkpoint)
+    }
+
+    /// Moves the staged file into place, lists it, applies retention, commits durably.
+    fn commit_with_log(&self, txn: WriteTransaction, staged: Staged, ty: ChangesetType) -> Result<ChangesetMeta> {
+        let final_path = self.log_path(&staged.id);
+        let result = (|| -> Result<(ChangesetMeta, Vec<String>)> {
+            fs::rename(&staged.tmp, &final_path)?;
+            sync_dir(&self.log_dir)?;
+            let mut removed = Vec::new();
+            let meta;
+            {
+                let mut cat = txn.open_table(CATALOG).map_err(db_err)?;
+                let seq = match cat.last().map_err(db_err)? {
+                    Some((k, _)) => k.value() + 1,
+                    None => 1,
+                };
+                let date = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                meta = ChangesetMeta {
+                    seq,
+                    id: staged.id.clone(),
+                    ty,
+                    date,
+                    md5: staged.md5.clone(),
+                    length: staged.length,
+                    raw_length: staged.raw_length,
+                };
+                cat.insert(seq, meta.encode().as_slice()).map_err(db_err)?;
+                let cutoff = retention_cutoff(&cat, &meta, self.retain_snapshots)?;
+                if let Some(cutoff) = cutoff {
+                    let mut old = Vec::new();
+                    for row in cat.range(..cutoff).map_err(db_err)? {
+                        let (k, v) = row.map_err(db_err)?;
+                        old.push((k.value(), ChangesetMeta::decode(v.value())?.id));
+                    }
+                    for (k, id) in old {
+                        cat.remove(k).map_err(db_err)?;
+                        removed.push(id);
+                    }
+                }
+            }
+            txn.commit().map_err(db_err)?;
+            Ok((meta, removed))
+        })();
+        match result {
+            Ok((meta, removed)) => {
+                for id in removed {
+                    if let Err(e) = fs::remove_file(self.log_path(&id)) {
+                        tracing::warn!(%id, error = %e, "could not delete a changeset file retention dropped");
+                    }
+                }
+                Ok(meta)
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&final_path);
+                let _ = fs::remove_file(&staged.tmp);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Sequence number below which catalog entries are dropped (SPEC §4 reset, §5.5).
+fn retention_cutoff(cat: &Table<u64, &[u8]>, newest: &ChangesetMeta, retain: usize) -> Result<Option<u64>> {
+    if newest.ty == ChangesetType::Reset {
+        return Ok(Some(newest.seq));
+    }
+    if !newest.ty.is_complete_state() {
+        return Ok(None);
+    }
+    let mut complete = Vec::new();
+    for row in cat.iter().map_err(db_err)? {
+        let (k, v) = row.map_err(db_err)?;
+        if ChangesetMeta::decode(v.value())?.ty.is_complete_state() {
+            complete.push(k.value());
+        }
+    }
+    if complete.len() <= retain {
+        return Ok(None);
+    }
+    Ok(Some(complete[complete.len() - retain]))
+}
+
+fn check_allowed(ty: ChangesetType, action: &Action, named: &mut HashSet<String>) -> Result<()> {
+    match ty {
+        ChangesetType::Full | ChangesetType::Bulk if !matches!(action, Action::Set { .. }) => {
+            return Err(Error::bad(format!(
+                "invalid changeset: type={} allows only set-item, found <{} id={:?}>",
+                ty.as_str(),
+                action.element_name(),
+                action.id()
+            )))
+        }
+        _ => {}
+    }
+    if ty.replaces_all() {
+        let fresh = named.insert(action.id().to_string());
+        if !fresh && ty == ChangesetType::Bulk {
+            return Err(Error::bad(format!(
+                "invalid changeset: type=bulk names item {:?} more than once",
+                action.id()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn apply_action(
+    items: &mut Table<&str, &[u8]>,
+    action: Action,
+    counts: &mut Counts,
+    scratch: &mut Vec<u8>,
+    on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
+) -> Result<()> {
+    let load = |items: &Table<&str, &[u8]>, id: &str| -> Result<Option<Record>> {
+        match items.get(id).map_err(db_err)? {
+            Some(v) => Ok(Some(decode_record(v.value()).map_err(db_err)?)),
+            None => Ok(None),
+        }
+    };
+    let mut put = |items: &mut Table<&str, &[u8]>, id: &str, rec: &Record, counts: &mut Counts| -> Result<()> {
+        scratch.clear();
+        encode_record(rec, scratch);
+        let existed = items.insert(id, scratch.as_slice()).map_err(db_err)?.is_some();
+        if existed {
+            counts.modified += 1;
+        } else {
+            counts.created += 1;
+        }
+        on_change(ItemChange::Upsert(id, rec))
+    };
+    match action {
+        Action::Set { id, record } => put(items, &id, &record, counts),
+        Action::Add { id } => {
+            if load(items, &id)?.is_none() {
+                put(items, &id, &Record::new(), counts)?;
+            }
+            Ok(())
+        }
+        Action::AddTo { id, record } => {
+            let mut rec = load(items, &id)?.unwrap_or_default();
+            for (k, v) in record.0 {
+                merge_into(&mut rec, k, v);
+            }
+            put(items, &id, &rec, counts)
+        }
+        Action::RemoveFrom { id, what } => {
+            let Some(mut rec) = load(items, &id)? else { return Ok(()) };
+            match what {
+                RemoveWhat::All => rec.0.clear(),
+                RemoveWhat::Entries(entries) => {
+                    for (k, vals) in entries {
+                        match vals {
+                            None => {
+                                rec.remove(&k);
+                            }
+                            Some(vals) => remove_values(&mut rec, &k, &vals),
+                        }
+                    }
+                }
+            }
+            put(items, &id, &rec, counts)
+        }
+        Action::Remove { id } => {
+            let existed = items.remove(id.as_str()).map_err(db_err)?.is_some();
+            if existed {
+                counts.deleted += 1;
+                on_change(ItemChange::Delete(&id))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// add-to-item on one property: absent → set; present → array of old then new values,
+/// skipping values already present.
+fn merge_into(rec: &mut Record, name: String, new: Value) {
+    let Some(old) = rec.get_mut(&name) else {
+        rec.set(name, new);
+        return;
+    };
+    let mut values = match std::mem::replace(old, Value::Array(Vec::new())) {
+        Value::Array(v) => v,
+        other => vec![other],
+    };
+    let before = values.len();
+    let was_array = matches!(old, Value::Array(_));
+    let incoming = match new {
+        Value::Array(v) => v,
+        other => vec![other],
+    };
+    for v in incoming {
+        if !values.contains(&v) {
+            values.push(v);
+        }
+    }
+    *old = if values.len() == before && before == 1 && !was_array {
+        values.pop().unwrap_or(Value::Array(Vec::new()))
+    } else {
+        Value::Array(values)
+    };
+}
+
+fn remove_values(rec: &mut Record, name: &str, vals: &[Value]) {
+    let Some(cur) = rec.get_mut(name) else { return };
+    match cur {
+        Value::Array(items) => {
+            items.retain(|v| !vals.contains(v));
+            if items.is_empty() {
+                rec.remove(name);
+            }
+        }
+        other => {
+            if vals.contains(other) {
+                rec.remove(name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), 2).unwrap();
+        (d, s)
+    }
+
+    fn apply(s: &Store, ty: ChangesetType, doc: &str) -> Result<ApplyOutcome> {
+        s.apply_changeset(ty, doc.as_bytes(), &mut |_| Ok(()))
+    }
+
+    fn sv(x: &str) -> Value {
+        Value::Str(x.into())
+    }
+
+    #[test]
+    fn actions_and_types() {
+        let (_d, s) = store();
+        apply(&s, ChangesetType::Delta, "<changeset><set-item id='a'><properties><struct><entry name='style'><string>loft</string></entry><entry name='tags'><array><element><string>a</string></element><element><string>b</string></element></array></entry></struct></properties></set-item><add-item id='b'/></changeset>").unwrap();
+        apply(&s, ChangesetType::Delta, "<changeset><add-to-item id='a'><properties><struct><entry name='style'><string>view</string></entry><entry name='tags'><array><element><string>b</string></element><element><string>c</string></element></array></entry></struct></properties></add-to-item></changeset>").unwrap();
+        let a = s.get("a").unwrap().unwrap();
+        assert_eq!(a.get("style"), Some(&Value::Array(vec![sv("loft"), sv("view")])));
+        assert_eq!(a.get("tags"), Some(&Value::Array(vec![sv("a"), sv("b"), sv("c")])));
+        apply(&s, ChangesetType::Delta, "<changeset><remove-from-item id='a'><properties><struct><entry name='style'><string>view</string></entry><entry name='tags'/></struct></properties></remove-from-item></changeset>").unwrap();
+        let a = s.get("a").unwrap().unwrap();
+        assert_eq!(a.get("style"), Some(&Value::Array(vec![sv("loft")])));
+        assert!(a.get("tags").is_none());
+        // snapshot deletes b
+        apply(&s, ChangesetType::Snapshot, "<changeset><add-item id='c'/><add-item id='a'/></changeset>").unwrap();
+        assert!(s.get("b").unwrap().is_none());
+        assert_eq!(s.item_count().unwrap(), 2);
+        // empty: nothing stored
+        assert!(matches!(apply(&s, ChangesetType::Snapshot, "<changeset/>").unwrap(), ApplyOutcome::Empty));
+        assert_eq!(s.item_count().unwrap(), 2);
+        // invalid: nothing changes, no file left
+        assert!(apply(&s, ChangesetType::Delta, "<changeset><remove-item id='a'/><bogus/></changeset>").is_err());
+        assert!(apply(&s, ChangesetType::Bulk, "<changeset><set-item id='x'/><set-item id='x'/></changeset>").is_err());
+        assert!(apply(&s, ChangesetType::Full, "<changeset><add-item id='x'/></changeset>").is_err());
+        assert_eq!(s.item_count().unwrap(), 2);
+        let files = fs::read_dir(s.dir().join("changesets")).unwrap().count();
+        assert_eq!(files, s.list(true).unwrap().len());
+        // empty reset clears
+        apply(&s, ChangesetType::Reset, "<changeset/>").unwrap();
+        assert_eq!(s.item_count().unwrap(), 0);
+        assert_eq!(s.list(true).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn retention_and_checkpoint() {
+        let (_d, s) = store();
+        for i in 0..3 {
+            apply(&s, ChangesetType::Snapshot, &format!("<changeset><add-item id='s{i}'/></changeset>")).unwrap();
+            apply(&s, ChangesetType::Delta, &format!("<changeset><add-item id='d{i}'/></changeset>")).unwrap();
+        }
+        let all = s.list(true).unwrap();
+        assert_eq!(all.len(), 4);
+        assert_eq!(s.list(false).unwrap().len(), 2);
+        let cp = s.checkpoint().unwrap();
+        let (_, mut r) = s.open_changeset(&cp.id).unwrap().unwrap();
+        let mut body = String::new();
+        r.read_to_string(&mut body).unwrap();
+        assert!(body.contains("<set-item id=\"d2\">"));
+        assert_eq!(s.list(false).unwrap().len(), 1);
+    }
+}
