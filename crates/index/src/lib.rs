@@ -1,1 +1,266 @@
+//! The in-memory index (SPEC §6, §7): per item, the values every dimension indexes,
+//! held in copy-on-write chunks so that an apply builds the next immutable snapshot
+//! while queries keep reading the current one.
 
+mod criteria;
+mod eval;
+mod geo;
+mod query;
+mod text;
+
+pub use eval::{evaluate, Filter, Hit, Results};
+pub use query::{parse_export, parse_query, ExportRequest, Query};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use discern_dimensions::{extract, Dimensions, IndexedValue};
+use discern_model::Record;
+
+/// Items per chunk: an apply copies only the chunks it touches.
+const CHUNK: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub struct Doc {
+    pub id: Arc<str>,
+    /// One entry per dimension, in document order; `None` = no indexed value.
+    pub values: Box<[Option<IndexedValue>]>,
+}
+
+#[derive(Clone, Default, Debug)]
+struct Chunk {
+    docs: Vec<Option<Doc>>,
+}
+
+/// An immutable view of the index. Cheap to clone (chunks are shared).
+#[derive(Clone)]
+pub struct Snapshot {
+    pub dims: Arc<Dimensions>,
+    chunks: Vec<Arc<Chunk>>,
+    live: usize,
+}
+
+impl Snapshot {
+    pub fn empty(dims: Arc<Dimensions>) -> Snapshot {
+        Snapshot { dims, chunks: Vec::new(), live: 0 }
+    }
+
+    /// Number of items indexed.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub(crate) fn chunks(&self) -> &[Arc<Chunk>] {
+        &self.chunks
+    }
+
+    /// Every live document, in doc-number order.
+    pub fn docs(&self) -> impl Iterator<Item = &Doc> {
+        self.chunks.iter().flat_map(|c| c.docs.iter().flatten())
+    }
+
+    /// Rough bytes held by the index (for metrics).
+    pub fn estimated_bytes(&self) -> usize {
+        let mut total = 0;
+        for d in self.docs() {
+            total += 64 + d.id.len() + d.values.len() * 40;
+            for v in d.values.iter().flatten() {
+                total += match v {
+                    IndexedValue::Strings(s) => s.iter().map(|x| x.len() + 24).sum(),
+                    IndexedValue::Text(f) => f.iter().flatten().map(|x| x.len() + 24).sum(),
+                    IndexedValue::Points(p) => p.len() * 16,
+                    _ => 16,
+                };
+            }
+        }
+        total
+    }
+}
+
+/// Writer-side state: id → doc number and free doc numbers. Owned by the single writer.
+pub struct IndexWriter {
+    by_id: HashMap<Arc<str>, u32>,
+    free: Vec<u32>,
+    next: u32,
+    /// Values that could not be indexed since start (`item.errors`).
+    pub errors: u64,
+}
+
+enum Undo {
+    Added { id: Arc<str>, from_free: bool, doc: u32 },
+    Removed { id: Arc<str>, doc: u32 },
+    Cleared { by_id: HashMap<Arc<str>, u32>, free: Vec<u32>, next: u32 },
+}
+
+/// Builds the next snapshot from the current one. Dropping it without `commit`
+/// (a rejected changeset) leaves the writer as it was.
+pub struct Builder<'w> {
+    writer: &'w mut IndexWriter,
+    dims: Arc<Dimensions>,
+    chunks: Vec<Arc<Chunk>>,
+    live: usize,
+    undo: Vec<Undo>,
+    errors: u64,
+    committed: bool,
+}
+
+impl IndexWriter {
+    pub fn new() -> IndexWriter {
+        IndexWriter { by_id: HashMap::new(), free: Vec::new(), next: 0, errors: 0 }
+    }
+
+    pub fn begin<'w>(&'w mut self, base: &Snapshot) -> Builder<'w> {
+        Builder {
+            dims: base.dims.clone(),
+            chunks: base.chunks.clone(),
+            live: base.live,
+            writer: self,
+            undo: Vec::new(),
+            errors: 0,
+            committed: false,
+        }
+    }
+}
+
+impl Default for IndexWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Builder<'_> {
+    fn slot(&mut self, doc: u32) -> &mut Option<Doc> {
+        let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
+        while self.chunks.len() <= c {
+            self.chunks.push(Arc::new(Chunk { docs: vec![None; CHUNK] }));
+        }
+        &mut Arc::make_mut(&mut self.chunks[c]).docs[i]
+    }
+
+    /// Indexes `record` as the current state of item `id`.
+    pub fn upsert(&mut self, id: &str, record: &Record) {
+        let mut errors = 0u64;
+        let values: Box<[Option<IndexedValue>]> = self
+            .dims
+            .dims
+            .iter()
+            .map(|d| {
+                let ex = extract(d, record);
+                errors += ex.errors as u64;
+                ex.value
+            })
+            .collect();
+        self.errors += errors;
+        let (doc, key) = match self.writer.by_id.get_key_value(id) {
+            Some((k, &doc)) => (doc, k.clone()),
+            None => {
+                let key: Arc<str> = Arc::from(id);
+                let (doc, from_free) = match self.writer.free.pop() {
+                    Some(d) => (d, true),
+                    None => {
+                        self.writer.next += 1;
+                        (self.writer.next - 1, false)
+                    }
+                };
+                self.writer.by_id.insert(key.clone(), doc);
+                self.undo.push(Undo::Added { id: key.clone(), from_free, doc });
+                self.live += 1;
+                (doc, key)
+            }
+        };
+        *self.slot(doc) = Some(Doc { id: key, values });
+    }
+
+    pub fn delete(&mut self, id: &str) {
+        if let Some((key, doc)) = self.writer.by_id.remove_entry(id) {
+            *self.slot(doc) = None;
+            self.writer.free.push(doc);
+            self.live -= 1;
+            self.undo.push(Undo::Removed { id: key, doc });
+        }
+    }
+
+    pub fn clear(&mut self) {
+        let by_id = std::mem::take(&mut self.writer.by_id);
+        let free = std::mem::take(&mut self.writer.free);
+        let next = std::mem::replace(&mut self.writer.next, 0);
+        self.undo.push(Undo::Cleared { by_id, free, next });
+        self.chunks.clear();
+        self.live = 0;
+    }
+
+    pub fn commit(mut self) -> Snapshot {
+        self.committed = true;
+        self.writer.errors += self.errors;
+        self.undo.clear();
+        Snapshot { dims: self.dims.clone(), chunks: std::mem::take(&mut self.chunks), live: self.live }
+    }
+}
+
+impl Drop for Builder<'_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        while let Some(u) = self.undo.pop() {
+            match u {
+                Undo::Added { id, from_free, doc } => {
+                    self.writer.by_id.remove(&id);
+                    if from_free {
+                        self.writer.free.push(doc);
+                    } else {
+                        self.writer.next -= 1;
+                    }
+                }
+                Undo::Removed { id, doc } => {
+                    self.writer.free.pop();
+                    self.writer.by_id.insert(id, doc);
+                }
+                Undo::Cleared { by_id, free, next } => {
+                    self.writer.by_id = by_id;
+                    self.writer.free = free;
+                    self.writer.next = next;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use discern_model::Value;
+
+    fn dims() -> Arc<Dimensions> {
+        Arc::new(Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>").unwrap())
+    }
+
+    #[test]
+    fn rollback_restores_writer() {
+        let mut w = IndexWriter::new();
+        let s0 = Snapshot::empty(dims());
+        let rec = Record(vec![("k".into(), Value::Str("v".into()))]);
+        let mut b = w.begin(&s0);
+        b.upsert("a", &rec);
+        b.upsert("b", &rec);
+        let s1 = b.commit();
+        assert_eq!(s1.len(), 2);
+        {
+            let mut b = w.begin(&s1);
+            b.delete("a");
+            b.upsert("c", &rec);
+            b.clear();
+            b.upsert("d", &rec);
+        } // dropped: rolled back
+        let mut b = w.begin(&s1);
+        b.upsert("a", &rec);
+        let s2 = b.commit();
+        assert_eq!(s2.len(), 2);
+        assert_eq!(s1.docs().count(), 2);
+        let ids: Vec<_> = s2.docs().map(|d| d.id.to_string()).collect();
+        assert_eq!(ids, ["a", "b"]);
+    }
+}

@@ -1,0 +1,511 @@
+//! Criteria (SPEC §7.2): parsing into typed matchers, and the per-item relevance rules.
+//! Every formula of §7.2 lives in this module, `geo.rs` (distances) and `text.rs` (BM25).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue, Interval, NumericSpec};
+use discern_model::Result;
+use serde_json::{Map, Value as J};
+
+use crate::geo::{GeoRef, Unit};
+use crate::query::{as_bool, as_f64, as_str, bad, member};
+use crate::text::TextMatcher;
+
+/// Deepest nesting of criteria groups.
+const MAX_GROUP_DEPTH: usize = 32;
+
+pub struct Criterion {
+    pub weight: f64,
+    pub cull: bool,
+    pub exact_match: bool,
+    pub node: Node,
+}
+
+pub enum Node {
+    Group { or: bool, children: Vec<Criterion> },
+    Leaf(Leaf),
+}
+
+pub struct Leaf {
+    /// Index of the dimension; `None` for `{"dimension": ""}` (every item, exact).
+    pub dim: Option<usize>,
+    pub null_exact: bool,
+    pub exact_rel: f64,
+    pub fuzzy_rel: f64,
+    pub null_rel: f64,
+    pub matcher: Matcher,
+}
+
+pub enum Matcher {
+    /// Only a dimension: "has a value".
+    Has,
+    Keyword { values: HashSet<String>, not: HashSet<String> },
+    Elements { set: Arc<ElementSet>, tree: bool, ordered: bool, wanted: Vec<u32>, isolated: Vec<u32>, not: Vec<u32> },
+    Numeric { set: Option<Interval>, scale: f64 },
+    Geo { reference: GeoRef, exact: f64, cull: Option<f64>, normal: f64, iso: Option<f64>, unit: Unit },
+    Text(Box<TextMatcher>),
+}
+
+/// Outcome of one criterion for one item.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Outcome {
+    pub exact: bool,
+    pub r: f64,
+    pub culled: bool,
+}
+
+pub(crate) fn parse_criteria(v: &J, path: &str, dims: &Dimensions, depth: usize) -> Result<Vec<Criterion>> {
+    let J::Array(items) = v else {
+        return Err(bad(path, format!("expected an array of criteria, got {v}")));
+    };
+    items.iter().enumerate().map(|(i, c)| parse_criterion(c, &format!("{path}[{i}]"), dims, depth)).collect()
+}
+
+fn unit_f64(obj: &Map<String, J>, name: &str, path: &str, default: f64) -> Result<f64> {
+    match member(obj, name) {
+        None => Ok(default),
+        Some(v) => {
+            let x = as_f64(v, &format!("{path}.{name}"))?;
+            if !(0.0..=1.0).contains(&x) {
+                return Err(bad(&format!("{path}.{name}"), format!("{x} is not in [0, 1]")));
+            }
+            Ok(x)
+        }
+    }
+}
+
+fn flag(obj: &Map<String, J>, name: &str, path: &str) -> Result<bool> {
+    member(obj, name).map(|v| as_bool(v, &format!("{path}.{name}"))).transpose().map(|b| b.unwrap_or(false))
+}
+
+/// A string or an array of strings/numbers as strings.
+fn strings(v: Option<&J>, path: &str) -> Result<Vec<String>> {
+    let one = |x: &J, p: &str| -> Result<String> {
+        match x {
+            J::String(s) => Ok(s.clone()),
+            J::Number(n) => Ok(n.to_string()),
+            J::Bool(b) => Ok(b.to_string()),
+            other => Err(bad(p, format!("expected a string, got {other}"))),
+        }
+    };
+    match v {
+        None => Ok(Vec::new()),
+        Some(J::Array(a)) => a.iter().enumerate().map(|(i, x)| one(x, &format!("{path}[{i}]"))).collect(),
+        Some(x) => Ok(vec![one(x, path)?]),
+    }
+}
+
+fn parse_criterion(v: &J, path: &str, dims: &Dimensions, depth: usize) -> Result<Criterion> {
+    let J::Object(obj) = v else {
+        return Err(bad(path, format!("expected a criterion object, got {v}")));
+    };
+    let weight = match member(obj, "weight") {
+        Some(w) => {
+            let x = as_f64(w, &format!("{path}.weight"))?;
+            if x < 0.0 {
+                return Err(bad(&format!("{path}.weight"), format!("{x} is negative")));
+            }
+            x
+        }
+        None => 1.0,
+    };
+    let cull = flag(obj, "cull", path)?;
+    let exact_match = flag(obj, "exactMatch", path)?;
+    let node = if member(obj, "dimension").is_none() && (member(obj, "criteria").is_some() || member(obj, "operator").is_some()) {
+        if depth >= MAX_GROUP_DEPTH {
+            return Err(bad(path, format!("criteria groups nested deeper than {MAX_GROUP_DEPTH}")));
+        }
+        let or = match member(obj, "operator") {
+            None => false,
+            Some(op) => match as_str(op, &format!("{path}.operator"))?.to_ascii_lowercase().as_str() {
+                "and" => false,
+                "or" => true,
+                other => return Err(bad(&format!("{path}.operator"), format!("unknown operator {other:?} (and, or)"))),
+            },
+        };
+        let children = match member(obj, "criteria") {
+            Some(c) => parse_criteria(c, &format!("{path}.criteria"), dims, depth + 1)?,
+            None => Vec::new(),
+        };
+        Node::Group { or, children }
+    } else {
+        Node::Leaf(parse_leaf(obj, path, dims)?)
+    };
+    Ok(Criterion { weight, cull, exact_match, node })
+}
+
+fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Leaf> {
+    let dim_id = match member(obj, "dimension") {
+        Some(d) => as_str(d, &format!("{path}.dimension"))?,
+        None => return Err(bad(path, "a criterion needs a dimension (or operator/criteria for a group)")),
+    };
+    let mut leaf = Leaf {
+        dim: None,
+        null_exact: flag(obj, "nullExactMatch", path)?,
+        exact_rel: unit_f64(obj, "exactRelevance", path, 1.0)?,
+        fuzzy_rel: unit_f64(obj, "fuzzyRelevance", path, 1.0)?,
+        null_rel: unit_f64(obj, "nullRelevance", path, 0.0)?,
+        matcher: Matcher::Has,
+    };
+    if dim_id.is_empty() {
+        return Ok(leaf);
+    }
+    let Some(di) = dims.index_of(dim_id) else {
+        return Err(bad(&format!("{path}.dimension"), format!("unknown dimension {dim_id:?}")));
+    };
+    leaf.dim = Some(di);
+    let dim = &dims.dims[di];
+    let p = |name: &str| format!("{path}.{name}");
+    leaf.matcher = match &dim.kind {
+        DimensionKind::Keyword | DimensionKind::GroupBy => {
+            let fold = |s: String| if dim.ignore_case { s.to_lowercase() } else { s };
+            let values: HashSet<String> = strings(member(obj, "value"), &p("value"))?.into_iter().map(fold).collect();
+            let not: HashSet<String> = strings(member(obj, "notValue"), &p("notValue"))?.into_iter().map(fold).collect();
+            if values.is_empty() && not.is_empty() {
+                Matcher::Has
+            } else {
+                Matcher::Keyword { values, not }
+            }
+        }
+        DimensionKind::Tree(set) | DimensionKind::Ordered(set) | DimensionKind::Mutex(set) => {
+            let tree = matches!(dim.kind, DimensionKind::Tree(_));
+            let by_ids = |name: &str| -> Result<Vec<u32>> {
+                Ok(strings(member(obj, name), &p(name))?.iter().filter_map(|id| set.by_id.get(id).copied()).collect())
+            };
+            let by_values = |name: &str| -> Result<Vec<u32>> {
+                let mut out = Vec::new();
+                for v in strings(member(obj, name), &p(name))? {
+                    let key = if dim.ignore_case { v.to_lowercase() } else { v };
+                    out.extend(set.by_value.get(&key).into_iter().flatten().copied());
+                }
+                Ok(out)
+            };
+            let mut wanted = by_ids("id")?;
+            wanted.extend(by_values("value")?);
+            let isolated = if tree { by_ids("isolatedId")? } else { Vec::new() };
+            let mut not = by_ids("notId")?;
+            not.extend(by_values("notValue")?);
+            let asked = ["id", "value", "isolatedId", "notId", "notValue"].iter().any(|m| member(obj, m).is_some());
+            if !asked {
+                Matcher::Has
+            } else {
+                Matcher::Elements {
+                    set: set.clone(),
+                    tree,
+                    ordered: matches!(dim.kind, DimensionKind::Ordered(_)),
+                    wanted,
+                    isolated,
+                    not,
+                }
+            }
+        }
+        DimensionKind::Numeric(spec) => parse_numeric(obj, path, spec)?,
+        DimensionKind::Geo(_) => {
+            let unit = match member(obj, "distanceUnit") {
+                None => Unit::Miles,
+                Some(u) => Unit::parse(as_str(u, &p("distanceUnit"))?)
+                    .ok_or_else(|| bad(&p("distanceUnit"), "expected miles or km"))?,
+            };
+            let Some(reference) = GeoRef::parse(obj, path)? else {
+                return Ok(leaf);
+            };
+            let num = |name: &str| member(obj, name).map(|v| as_f64(v, &p(name))).transpose();
+            let exact = num("exactDistance")?.unwrap_or(if reference.is_area() { 0.0 } else { 1.0 });
+            let normal = num("normalDistance")?.unwrap_or(25.0);
+            if normal <= 0.0 {
+                return Err(bad(&p("normalDistance"), "must be greater than 0"));
+            }
+            let iso = num("isoRelevanceDistance")?.filter(|x| *x > 0.0);
+            Matcher::Geo { reference, exact, cull: num("cullDistance")?, normal, iso, unit }
+        }
+        DimensionKind::Text(spec) => match TextMatcher::parse(obj, path, spec)? {
+            Some(t) => Matcher::Text(Box::new(t)),
+            None => Matcher::Has,
+        },
+    };
+    Ok(leaf)
+}
+
+fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result<Matcher> {
+    let p = |name: &str| format!("{path}.{name}");
+    let scalar = |v: &J, name: &str| -> Result<f64> {
+        match v {
+            J::Number(n) => n.as_f64().ok_or_else(|| bad(&p(name), "not a number")),
+            J::String(s) => spec.parse_value(s).ok_or_else(|| bad(&p(name), format!("{s:?} is not a value of this dimension"))),
+            other => Err(bad(&p(name), format!("expected a number or string, got {other}"))),
+        }
+    };
+    let min = member(obj, "min").map(|v| scalar(v, "min")).transpose()?;
+    let max = member(obj, "max").map(|v| scalar(v, "max")).transpose()?;
+    let min_incl = flag_default(obj, "minInclusive", path, true)?;
+    let max_incl = flag_default(obj, "maxInclusive", path, true)?;
+    let value = match member(obj, "value") {
+        None => None,
+        Some(J::String(s)) if Interval::looks_like(s) => Some(
+            Interval::parse_with(s, |x| spec.parse_value(x)).map_err(|e| bad(&p("value"), e))?,
+        ),
+        Some(v) => Some(Interval::point(scalar(v, "value")?)),
+    };
+    let bounds = Interval { lo: min, lo_incl: min_incl, hi: max, hi_incl: max_incl };
+    let set = match value {
+        None if min.is_none() && max.is_none() => None,
+        None => Some(bounds),
+        Some(iv) if iv.lo == iv.hi && iv.lo.is_some() && iv.lo_incl && iv.hi_incl => {
+            let mut v = iv.lo.unwrap_or(0.0);
+            if let Some(lo) = min {
+                v = v.max(lo);
+            }
+            if let Some(hi) = max {
+                v = v.min(hi);
+            }
+            Some(Interval::point(v))
+        }
+        Some(iv) => Some(intersect(iv, bounds)),
+    };
+    let scale = match member(obj, "normalDistance") {
+        Some(v) => {
+            let s = as_f64(v, &p("normalDistance"))?;
+            if s <= 0.0 {
+                return Err(bad(&p("normalDistance"), "must be greater than 0"));
+            }
+            s
+        }
+        None => 0.0, // filled from the dimension's span at evaluation
+    };
+    Ok(match set {
+        None => Matcher::Has,
+        Some(set) => Matcher::Numeric { set: Some(set), scale },
+    })
+}
+
+fn flag_default(obj: &Map<String, J>, name: &str, path: &str, default: bool) -> Result<bool> {
+    member(obj, name).map(|v| as_bool(v, &format!("{path}.{name}"))).transpose().map(|b| b.unwrap_or(default))
+}
+
+fn intersect(a: Interval, b: Interval) -> Interval {
+    let (lo, lo_incl) = match (a.lo, b.lo) {
+        (Some(x), Some(y)) if y > x => (Some(y), b.lo_incl),
+        (Some(x), Some(y)) if y == x => (Some(x), a.lo_incl && b.lo_incl),
+        (Some(x), _) => (Some(x), a.lo_incl),
+        (None, y) => (y, b.lo_incl),
+    };
+    let (hi, hi_incl) = match (a.hi, b.hi) {
+        (Some(x), Some(y)) if y < x => (Some(y), b.hi_incl),
+        (Some(x), Some(y)) if y == x => (Some(x), a.hi_incl && b.hi_incl),
+        (Some(x), _) => (Some(x), a.hi_incl),
+        (None, y) => (y, b.hi_incl),
+    };
+    Interval { lo, lo_incl, hi, hi_incl }
+}
+
+/// Closeness of a tree node pair: 2·depth(lca) / (depth(a) + depth(b)).
+pub fn tree_closeness(set: &ElementSet, a: u32, b: u32) -> f64 {
+    let da = set.elements[a as usize].depth as f64;
+    let db = set.elements[b as usize].depth as f64;
+    2.0 * set.lca_depth(a, b) as f64 / (da + db)
+}
+
+/// Closeness of two ranks in an ordered list of `n`: 1 − |a − b| / (n − 1).
+pub fn ordered_closeness(a: u32, b: u32, n: usize) -> f64 {
+    if n <= 1 {
+        return 1.0;
+    }
+    1.0 - (a as f64 - b as f64).abs() / (n as f64 - 1.0)
+}
+
+/// Numeric closeness: 1 / (1 + d / s).
+pub fn numeric_closeness(d: f64, s: f64) -> f64 {
+    1.0 / (1.0 + d / s)
+}
+
+impl Leaf {
+    /// The relevance rules of §7.2 for one item; `doc` is the item's doc number (text).
+    pub fn eval(&self, value: Option<&IndexedValue>, doc: u32, ctx: &EvalCtx) -> (bool, f64) {
+        if self.dim.is_none() {
+            return (true, 1.0);
+        }
+        let Some(value) = value else {
+            return (self.null_exact, self.null_rel);
+        };
+        let excluded = |r: f64| (false, r);
+        match (&self.matcher, value) {
+            (Matcher::Has, _) => (true, self.exact_rel),
+            (Matcher::Keyword { values, not }, IndexedValue::Strings(item)) => {
+                if item.iter().any(|v| not.contains(v)) {
+                    return excluded(0.0);
+                }
+                if values.is_empty() || item.iter().any(|v| values.contains(v)) {
+                    (true, self.exact_rel)
+                } else {
+                    (false, 0.0)
+                }
+            }
+            (Matcher::Elements { set, tree, ordered, wanted, isolated, not }, IndexedValue::Elements(item)) => {
+                let hit = |w: u32, b: u32| if *tree { set.is_ancestor_or_self(w, b) } else { w == b };
+                if item.iter().any(|&b| not.iter().any(|&n| hit(n, b))) {
+                    return excluded(0.0);
+                }
+                if wanted.is_empty() && isolated.is_empty() {
+                    return (true, self.exact_rel);
+                }
+                let exact = item.iter().any(|&b| wanted.iter().any(|&w| hit(w, b)) || isolated.contains(&b));
+                if exact {
+                    return (true, self.exact_rel);
+                }
+                let mut best: f64 = 0.0;
+                for &a in wanted.iter().chain(isolated.iter()) {
+                    for &b in item {
+                        let c = if *tree {
+                            tree_closeness(set, a, b)
+                        } else if *ordered {
+                            ordered_closeness(a, b, set.elements.len())
+                        } else {
+                            0.0
+                        };
+                        best = best.max(c);
+                    }
+                }
+                (false, self.fuzzy_rel * best)
+            }
+            (Matcher::Numeric { set, scale }, v) => {
+                let Some(set) = set else { return (true, self.exact_rel) };
+                let mut exact = false;
+                let mut d = f64::INFINITY;
+                let mut visit = |x: f64| {
+                    if set.contains(x) {
+                        exact = true;
+                    }
+                    d = d.min(set.distance(x));
+                };
+                match v {
+                    IndexedValue::Ints(xs) => xs.iter().for_each(|x| visit(*x as f64)),
+                    IndexedValue::Doubles(xs) => xs.iter().for_each(|x| visit(*x)),
+                    _ => return (false, 0.0),
+                }
+                if exact {
+                    return (true, self.exact_rel);
+                }
+                let s = if *scale > 0.0 { *scale } else { ctx.scale(self.dim.unwrap_or(0)) };
+                (false, self.fuzzy_rel * numeric_closeness(d, s))
+            }
+            (Matcher::Geo { .. }, IndexedValue::Points(_)) => {
+                let (exact, r, _) = self.geo_eval(value);
+                (exact, r)
+            }
+            (Matcher::Text(t), IndexedValue::Text(_)) => t.eval(doc, self.exact_rel, self.fuzzy_rel),
+            _ => (false, 0.0),
+        }
+    }
+
+    /// Geo: (exact, r, dropped by cullDistance).
+    pub fn geo_eval(&self, value: &IndexedValue) -> (bool, f64, bool) {
+        let (Matcher::Geo { reference, exact, cull, normal, iso, unit }, IndexedValue::Points(ps)) = (&self.matcher, value)
+        else {
+            return (false, 0.0, false);
+        };
+        let mut d = ps.iter().map(|&(la, lo)| reference.distance(la, lo, *unit)).fold(f64::INFINITY, f64::min);
+        if let Some(step) = iso {
+            d = (d / step).floor() * step;
+        }
+        let dropped = match cull {
+            Some(c) => d > *c,
+            None => false,
+        };
+        if d <= *exact {
+            return (true, self.exact_rel, dropped);
+        }
+        (false, self.fuzzy_rel / (1.0 + (d - exact) / normal), dropped)
+    }
+}
+
+/// Per-query facts the rules need: numeric scales from the dimension spans.
+pub struct EvalCtx {
+    pub scales: Vec<f64>,
+}
+
+impl EvalCtx {
+    fn scale(&self, dim: usize) -> f64 {
+        self.scales.get(dim).copied().unwrap_or(0.1)
+    }
+}
+
+impl Criterion {
+    pub fn eval(&self, values: &[Option<IndexedValue>], doc: u32, ctx: &EvalCtx) -> Outcome {
+        let mut out = match &self.node {
+            Node::Leaf(leaf) => {
+                let v = leaf.dim.and_then(|d| values.get(d).and_then(|x| x.as_ref()));
+                let (exact, r) = leaf.eval(v, doc, ctx);
+                let geo_dropped = match (&leaf.matcher, v) {
+                    (Matcher::Geo { .. }, Some(v)) => leaf.geo_eval(v).2,
+                    _ => false,
+                };
+                Outcome { exact, r, culled: geo_dropped }
+            }
+            Node::Group { or, children } => {
+                let outs: Vec<Outcome> = children.iter().map(|c| c.eval(values, doc, ctx)).collect();
+                let culled = outs.iter().any(|o| o.culled);
+                if children.is_empty() {
+                    Outcome { exact: true, r: 1.0, culled }
+                } else if *or {
+                    Outcome {
+                        exact: outs.iter().any(|o| o.exact),
+                        r: outs.iter().map(|o| o.r).fold(0.0, f64::max),
+                        culled,
+                    }
+                } else {
+                    let pairs: Vec<(f64, f64)> = children.iter().zip(&outs).map(|(c, o)| (c.weight, o.r)).collect();
+                    Outcome { exact: outs.iter().all(|o| o.exact), r: weighted_mean(&pairs), culled }
+                }
+            }
+        };
+        if self.exact_match {
+            out.exact = true;
+        }
+        if self.cull && out.r == 0.0 {
+            out.culled = true;
+        }
+        out
+    }
+}
+
+/// Σ w·r / Σ w; 1 when every weight is 0.
+pub fn weighted_mean(pairs: &[(f64, f64)]) -> f64 {
+    let sw: f64 = pairs.iter().map(|(w, _)| w).sum();
+    if sw == 0.0 {
+        return 1.0;
+    }
+    pairs.iter().map(|(w, r)| w * r).sum::<f64>() / sw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn formulas_by_hand() {
+        assert!((numeric_closeness(2.0, 2.0) - 0.5).abs() < 1e-12);
+        assert!((ordered_closeness(0, 4, 5) - 0.0).abs() < 1e-12);
+        assert!((ordered_closeness(2, 3, 5) - 0.75).abs() < 1e-12);
+        assert_eq!(weighted_mean(&[(0.0, 0.3)]), 1.0);
+        assert!((weighted_mean(&[(1.0, 1.0), (3.0, 0.5)]) - 0.625).abs() < 1e-12);
+    }
+
+    proptest! {
+        #[test]
+        fn closeness_in_unit_interval(d in 0.0f64..1e12, s in 1e-6f64..1e9, a in 0u32..50, b in 0u32..50) {
+            let c = numeric_closeness(d, s);
+            prop_assert!((0.0..=1.0).contains(&c));
+            let n = 50usize;
+            let o = ordered_closeness(a, b, n);
+            prop_assert!((0.0..=1.0).contains(&o));
+        }
+
+        #[test]
+        fn weighted_mean_in_range(pairs in prop::collection::vec((0.0f64..10.0, 0.0f64..=1.0), 0..6)) {
+            let m = weighted_mean(&pairs);
+            prop_assert!((0.0..=1.0 + 1e-12).contains(&m));
+        }
+    }
+}

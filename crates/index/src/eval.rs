@@ -1,0 +1,137 @@
+//! Evaluation of a request over a snapshot: per item exactness and relevance, culling,
+//! the default order (exact first, relevance descending, id ascending).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use discern_dimensions::{DimensionKind, IndexedValue};
+use rayon::prelude::*;
+
+use crate::criteria::{weighted_mean, Criterion, EvalCtx, Matcher, Node};
+use crate::Snapshot;
+
+#[derive(Clone, Debug)]
+pub struct Hit {
+    pub doc: u32,
+    pub id: Arc<str>,
+    pub exact: bool,
+    pub r: f64,
+}
+
+pub struct Results {
+    /// Every result; in the default order when `evaluate` was asked to sort.
+    pub hits: Vec<Hit>,
+    pub exact_count: usize,
+}
+
+fn prepare(criteria: &mut [Criterion], snap: &Snapshot, scales: &mut Vec<f64>) {
+    for c in criteria {
+        match &mut c.node {
+            Node::Group { children, .. } => prepare(children, snap, scales),
+            Node::Leaf(leaf) => match (&mut leaf.matcher, leaf.dim) {
+                (Matcher::Text(t), Some(d)) => t.prepare(snap, d),
+                (Matcher::Numeric { scale, .. }, Some(d)) if *scale <= 0.0 && scales[d] == 0.0 => {
+                    scales[d] = default_scale(snap, d);
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
+/// `max(span, 1) / 10`, span = declared `max − min`, else the observed span.
+fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
+    let declared = match &snap.dims.dims[dim].kind {
+        DimensionKind::Numeric(spec) => spec.declared_span,
+        _ => None,
+    };
+    let span = declared.unwrap_or_else(|| {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for d in snap.docs() {
+            match d.values.get(dim).and_then(|v| v.as_ref()) {
+                Some(IndexedValue::Ints(xs)) => xs.iter().for_each(|x| {
+                    lo = lo.min(*x as f64);
+                    hi = hi.max(*x as f64);
+                }),
+                Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|x| {
+                    lo = lo.min(*x);
+                    hi = hi.max(*x);
+                }),
+                _ => {}
+            }
+        }
+        if hi >= lo {
+            hi - lo
+        } else {
+            0.0
+        }
+    });
+    span.max(1.0) / 10.0
+}
+
+pub struct Filter<'a> {
+    pub items: Option<&'a HashSet<String>>,
+    pub not_items: Option<&'a HashSet<String>>,
+    pub exact_only: bool,
+}
+
+/// Evaluates `criteria` for every item of `snap`.
+pub fn evaluate(snap: &Snapshot, criteria: &mut [Criterion], filter: &Filter<'_>, sort: bool) -> Results {
+    let mut scales = vec![0.0; snap.dims.len()];
+    prepare(criteria, snap, &mut scales);
+    let ctx = EvalCtx { scales };
+    let criteria: &[Criterion] = criteria;
+    let chunks = snap.chunks();
+    let mut hits: Vec<Hit> = chunks
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(c, chunk)| {
+            let ctx = &ctx;
+            chunk.docs.iter().enumerate().filter_map(move |(i, slot)| {
+                let doc = slot.as_ref()?;
+                if let Some(items) = filter.items {
+                    if !items.contains(&*doc.id) {
+                        return None;
+                    }
+                }
+                if let Some(not) = filter.not_items {
+                    if not.contains(&*doc.id) {
+                        return None;
+                    }
+                }
+                let n = (c * crate::CHUNK + i) as u32;
+                let (exact, r) = if criteria.is_empty() {
+                    (true, 1.0)
+                } else {
+                    let mut exact = true;
+                    let mut pairs = Vec::with_capacity(criteria.len());
+                    for cr in criteria {
+                        let o = cr.eval(&doc.values, n, ctx);
+                        if o.culled {
+                            return None;
+                        }
+                        exact &= o.exact;
+                        pairs.push((cr.weight, o.r));
+                    }
+                    (exact, weighted_mean(&pairs))
+                };
+                if !(exact || r > 0.0) || (filter.exact_only && !exact) {
+                    return None;
+                }
+                Some(Hit { doc: n, id: doc.id.clone(), exact, r })
+            })
+        })
+        .collect();
+    if sort {
+        hits.par_sort_unstable_by(default_order);
+    }
+    let exact_count = hits.iter().filter(|h| h.exact).count();
+    Results { hits, exact_count }
+}
+
+pub fn default_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
+    b.exact
+        .cmp(&a.exact)
+        .then_with(|| b.r.partial_cmp(&a.r).unwrap_or(std::cmp::Ordering::Equal))
+        .then_with(|| a.id.as_bytes().cmp(b.id.as_bytes()))
+}

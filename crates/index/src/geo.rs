@@ -1,0 +1,260 @@
+//! Geographic references and great-circle distances (SPEC §7.2 geoloc).
+
+use discern_model::Result;
+use serde_json::{Map, Value as J};
+
+use crate::query::{as_f64, bad, member};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unit {
+    Miles,
+    Km,
+}
+
+impl Unit {
+    pub fn parse(s: &str) -> Option<Unit> {
+        match s.to_ascii_lowercase().as_str() {
+            "miles" | "mile" | "mi" => Some(Unit::Miles),
+            "km" | "kilometers" | "kilometres" => Some(Unit::Km),
+            _ => None,
+        }
+    }
+    pub fn earth_radius(self) -> f64 {
+        match self {
+            Unit::Miles => 3958.8,
+            Unit::Km => 6371.0,
+        }
+    }
+}
+
+pub fn haversine(lat1: f64, lon1: f64, lat2: f64, lon2: f64, unit: Unit) -> f64 {
+    let (p1, p2) = (lat1.to_radians(), lat2.to_radians());
+    let dp = p2 - p1;
+    let dl = (lon2 - lon1).to_radians();
+    let a = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);
+    2.0 * unit.earth_radius() * a.sqrt().min(1.0).asin()
+}
+
+type Ring = Vec<(f64, f64)>; // (lat, lon)
+
+/// A reference: points, lines and polygons (each polygon = outer ring + holes).
+#[derive(Debug, Default, Clone)]
+pub struct GeoRef {
+    points: Vec<(f64, f64)>,
+    lines: Vec<Ring>,
+    polygons: Vec<Vec<Ring>>,
+}
+
+impl GeoRef {
+    pub fn is_area(&self) -> bool {
+        !self.polygons.is_empty() && self.points.is_empty() && self.lines.is_empty()
+    }
+
+    /// Distance from (lat, lon) to the nearest part of the reference (0 inside a polygon).
+    pub fn distance(&self, lat: f64, lon: f64, unit: Unit) -> f64 {
+        let mut d = f64::INFINITY;
+        for &(a, b) in &self.points {
+            d = d.min(haversine(lat, lon, a, b, unit));
+        }
+        for line in &self.lines {
+            d = d.min(polyline_distance(line, lat, lon, unit));
+        }
+        for poly in &self.polygons {
+            if inside(poly, lat, lon) {
+                return 0.0;
+            }
+            for ring in poly {
+                d = d.min(polyline_distance(ring, lat, lon, unit));
+            }
+        }
+        d
+    }
+
+    pub fn parse(obj: &Map<String, J>, path: &str) -> Result<Option<GeoRef>> {
+        let mut r = GeoRef::default();
+        let p = |n: &str| format!("{path}.{n}");
+        match (member(obj, "latitude"), member(obj, "longitude")) {
+            (Some(J::Array(la)), Some(J::Array(lo))) => {
+                if la.len() != lo.len() {
+                    return Err(bad(&p("latitude"), "latitude and longitude arrays differ in length"));
+                }
+                for (i, (a, b)) in la.iter().zip(lo).enumerate() {
+                    let lat = as_f64(a, &format!("{path}.latitude[{i}]"))?;
+                    let lon = as_f64(b, &format!("{path}.longitude[{i}]"))?;
+                    r.points.push(check_point(lat, lon, path)?);
+                }
+            }
+            (Some(a), Some(b)) => {
+                let lat = as_f64(a, &p("latitude"))?;
+                let lon = as_f64(b, &p("longitude"))?;
+                r.points.push(check_point(lat, lon, path)?);
+            }
+            (Some(_), None) => return Err(bad(&p("longitude"), "latitude given without longitude")),
+            (None, Some(_)) => return Err(bad(&p("latitude"), "longitude given without latitude")),
+            (None, None) => {}
+        }
+        if let Some(z) = member(obj, "zipcode") {
+            let zips: Vec<String> = match z {
+                J::Array(a) => a.iter().map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).collect(),
+                J::String(s) => vec![s.clone()],
+                other => vec![other.to_string()],
+            };
+            for zc in zips {
+                match discern_dimensions::zip::centroid(&zc) {
+                    Some(pt) => r.points.push(pt),
+                    None => return Err(bad(&p("zipcode"), format!("unknown US ZIP code {zc:?}"))),
+                }
+            }
+        }
+        if let Some(g) = member(obj, "placemarks") {
+            r.add_geojson(g, &p("placemarks"), 0)?;
+        }
+        if let Some(s) = member(obj, "shapes") {
+            let J::Array(shapes) = s else { return Err(bad(&p("shapes"), "expected an array")) };
+            for (i, sh) in shapes.iter().enumerate() {
+                let sp = format!("{path}.shapes[{i}]");
+                let (Some(J::Array(la)), Some(J::Array(lo))) = (sh.get("latitude"), sh.get("longitude")) else {
+                    return Err(bad(&sp, "a shape needs latitude and longitude arrays"));
+                };
+                if la.len() != lo.len() || la.len() < 3 {
+                    return Err(bad(&sp, "a shape needs at least 3 points in equal-length arrays"));
+                }
+                let mut ring = Vec::new();
+                for (a, b) in la.iter().zip(lo) {
+                    ring.push((as_f64(a, &sp)?, as_f64(b, &sp)?));
+                }
+                r.polygons.push(vec![ring]);
+            }
+        }
+        if r.points.is_empty() && r.lines.is_empty() && r.polygons.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(r))
+    }
+
+    fn add_geojson(&mut self, g: &J, path: &str, depth: usize) -> Result<()> {
+        if depth > 8 {
+            return Err(bad(path, "GeoJSON nested too deep"));
+        }
+        match g {
+            J::Array(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    self.add_geojson(it, &format!("{path}[{i}]"), depth + 1)?;
+                }
+                return Ok(());
+            }
+            J::Object(_) => {}
+            other => return Err(bad(path, format!("expected a GeoJSON geometry, got {other}"))),
+        }
+        let ty = g.get("type").and_then(J::as_str).unwrap_or("");
+        let coords = g.get("coordinates");
+        let need = || bad(path, format!("GeoJSON {ty} needs coordinates"));
+        match ty {
+            "Feature" => return self.add_geojson(g.get("geometry").unwrap_or(&J::Null), &format!("{path}.geometry"), depth + 1),
+            "FeatureCollection" => return self.add_geojson(g.get("features").unwrap_or(&J::Null), &format!("{path}.features"), depth + 1),
+            "GeometryCollection" => return self.add_geojson(g.get("geometries").unwrap_or(&J::Null), &format!("{path}.geometries"), depth + 1),
+            "Point" => self.points.push(position(coords.ok_or_else(need)?, path)?),
+            "MultiPoint" => self.points.extend(positions(coords.ok_or_else(need)?, path)?),
+            "LineString" => self.lines.push(positions(coords.ok_or_else(need)?, path)?),
+            "MultiLineString" => {
+                for l in array(coords.ok_or_else(need)?, path)? {
+                    self.lines.push(positions(l, path)?);
+                }
+            }
+            "Polygon" => self.polygons.push(rings(coords.ok_or_else(need)?, path)?),
+            "MultiPolygon" => {
+                for poly in array(coords.ok_or_else(need)?, path)? {
+                    self.polygons.push(rings(poly, path)?);
+                }
+            }
+            other => return Err(bad(path, format!("unsupported GeoJSON type {other:?}"))),
+        }
+        Ok(())
+    }
+}
+
+fn check_point(lat: f64, lon: f64, path: &str) -> Result<(f64, f64)> {
+    if lat.abs() > 90.0 || lon.abs() > 180.0 {
+        return Err(bad(path, format!("({lat}, {lon}) is not a valid coordinate")));
+    }
+    Ok((lat, lon))
+}
+
+fn array<'a>(v: &'a J, path: &str) -> Result<&'a Vec<J>> {
+    v.as_array().ok_or_else(|| bad(path, "expected GeoJSON coordinates array"))
+}
+
+fn position(v: &J, path: &str) -> Result<(f64, f64)> {
+    let a = array(v, path)?;
+    if a.len() < 2 {
+        return Err(bad(path, "a GeoJSON position needs [lon, lat]"));
+    }
+    check_point(as_f64(&a[1], path)?, as_f64(&a[0], path)?, path)
+}
+
+fn positions(v: &J, path: &str) -> Result<Ring> {
+    array(v, path)?.iter().map(|p| position(p, path)).collect()
+}
+
+fn rings(v: &J, path: &str) -> Result<Vec<Ring>> {
+    array(v, path)?.iter().map(|r| positions(r, path)).collect()
+}
+
+/// Even-odd rule over all rings (holes subtract).
+fn inside(poly: &[Ring], lat: f64, lon: f64) -> bool {
+    let mut inside = false;
+    for ring in poly {
+        let n = ring.len();
+        if n < 3 {
+            continue;
+        }
+        let mut j = n - 1;
+        for i in 0..n {
+            let (yi, xi) = ring[i];
+            let (yj, xj) = ring[j];
+            if (yi > lat) != (yj > lat) && lon < (xj - xi) * (lat - yi) / (yj - yi) + xi {
+                inside = !inside;
+            }
+            j = i;
+        }
+    }
+    inside
+}
+
+/// Distance to the nearest point of a polyline, projecting in a local equirectangular
+/// frame and measuring the great-circle distance to the projected point.
+fn polyline_distance(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64 {
+    if line.len() == 1 {
+        return haversine(lat, lon, line[0].0, line[0].1, unit);
+    }
+    let k = lat.to_radians().cos().max(1e-6);
+    let mut best = f64::INFINITY;
+    for w in line.windows(2) {
+        let (ay, ax) = (w[0].0, w[0].1 * k);
+        let (by, bx) = (w[1].0, w[1].1 * k);
+        let (py, px) = (lat, lon * k);
+        let (dx, dy) = (bx - ax, by - ay);
+        let len2 = dx * dx + dy * dy;
+        let t = if len2 == 0.0 { 0.0 } else { (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0) };
+        let (cy, cx) = (ay + t * dy, (ax + t * dx) / k);
+        best = best.min(haversine(lat, lon, cy, cx, unit));
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        let d = haversine(40.7255, -73.9983, 40.7255, -73.9983, Unit::Miles);
+        assert_eq!(d, 0.0);
+        let nyc_la = haversine(40.7128, -74.0060, 34.0522, -118.2437, Unit::Km);
+        assert!((nyc_la - 3936.0).abs() < 10.0);
+        let square = vec![vec![vec![(0.0, 0.0), (0.0, 1.0), (1.0, 1.0), (1.0, 0.0), (0.0, 0.0)]]];
+        let r = GeoRef { polygons: square, ..Default::default() };
+        assert_eq!(r.distance(0.5, 0.5, Unit::Miles), 0.0);
+        assert!(r.distance(0.5, 2.0, Unit::Miles) > 60.0);
+    }
+}
