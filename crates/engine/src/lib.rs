@@ -1,1 +1,206 @@
+//! The engine: owns the store and the current index snapshot, runs the apply pipeline
+//! (one writer at a time, in arrival order), rebuilds the index when the dimensions
+//! change, and answers queries from immutable snapshots.
 
+pub mod alloc;
+mod config;
+pub mod process;
+mod respond;
+
+pub use config::Config;
+pub use respond::{export_line_meta, query_response};
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use discern_dimensions::Dimensions;
+use discern_index::{index_values, IndexWriter, Snapshot};
+use discern_model::{Error, Record, Result};
+use discern_store::{ApplyOutcome, ChangesetMeta, ChangesetType, ItemChange, Store};
+use rayon::prelude::*;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+pub use discern_store;
+
+/// Counters the statistics and metrics read (SPEC §4 counters).
+#[derive(Default)]
+pub struct Counters {
+    pub applied: AtomicU64,
+    pub created: AtomicU64,
+    pub modified: AtomicU64,
+    pub deleted: AtomicU64,
+}
+
+/// What only the single writer touches.
+pub struct WriterState {
+    index: IndexWriter,
+}
+
+pub type WriterGuard = OwnedMutexGuard<WriterState>;
+
+pub struct Engine {
+    pub config: Config,
+    store: Store,
+    snapshot: ArcSwap<Snapshot>,
+    /// The current dimensions document, byte for byte (may be ahead of the snapshot
+    /// while a rebuild runs).
+    dims_doc: ArcSwap<Vec<u8>>,
+    writer: Arc<Mutex<WriterState>>,
+    queryable: AtomicBool,
+    pub counters: Counters,
+    /// Whether applies maintain the in-memory index (off for offline `load`).
+    indexing: bool,
+}
+
+pub const EMPTY_DIMENSIONS: &[u8] = b"<dimensions/>";
+
+impl Engine {
+    /// Opens the data dir. The index is empty until `populate` has run.
+    pub fn open(config: Config, indexing: bool) -> Result<Arc<Engine>> {
+        let store = Store::open(&config.data_dir, config.retain_snapshots)?;
+        let doc = store.read_dimensions()?.unwrap_or_else(|| EMPTY_DIMENSIONS.to_vec());
+        let dims = Dimensions::parse(&doc)
+            .map_err(|e| Error::Internal(format!("stored dimensions.xml is invalid: {e}")))?;
+        Ok(Arc::new(Engine {
+            config,
+            store,
+            snapshot: ArcSwap::from_pointee(Snapshot::empty(Arc::new(dims))),
+            dims_doc: ArcSwap::from_pointee(doc),
+            writer: Arc::new(Mutex::new(WriterState { index: IndexWriter::new() })),
+            queryable: AtomicBool::new(false),
+            counters: Counters::default(),
+            indexing,
+        }))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    pub fn dimensions_doc(&self) -> Arc<Vec<u8>> {
+        self.dims_doc.load_full()
+    }
+
+    pub fn is_queryable(&self) -> bool {
+        self.queryable.load(Ordering::Acquire)
+    }
+
+    /// Items indexed so far may be queried (start-up with `queryable-while-replaying`).
+    pub fn queries_allowed(&self) -> bool {
+        self.is_queryable() || self.config.queryable_while_replaying
+    }
+
+    /// Waits for the writer (FIFO: applies happen in arrival order).
+    pub async fn lock_writer(&self) -> WriterGuard {
+        self.writer.clone().lock_owned().await
+    }
+
+    pub fn lock_writer_blocking(&self) -> WriterGuard {
+        self.writer.clone().blocking_lock_owned()
+    }
+
+    /// Builds the index from the item store with the current dimensions and makes the
+    /// engine queryable. Holds the writer, so no apply interleaves.
+    pub fn populate(&self, guard: &mut WriterGuard) -> Result<()> {
+        let doc = self.dims_doc.load_full();
+        let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
+        self.rebuild(guard, dims)?;
+        self.queryable.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn rebuild(&self, guard: &mut WriterGuard, dims: Arc<Dimensions>) -> Result<()> {
+        let started = std::time::Instant::now();
+        let mut writer = IndexWriter::new();
+        let mut snap = Snapshot::empty(dims.clone());
+        let publish_partial = !self.is_queryable() && self.config.queryable_while_replaying;
+        if publish_partial {
+            self.snapshot.store(Arc::new(snap.clone()));
+        }
+        self.store.scan_raw(16 * 1024, |batch| {
+            let extracted: Vec<(String, Result<(Box<[_]>, u64)>)> = batch
+                .into_par_iter()
+                .map(|(id, raw)| {
+                    let r = discern_model::decode_record(&raw)
+                        .map_err(Error::internal)
+                        .map(|rec| index_values(&dims, &rec));
+                    (id, r)
+                })
+                .collect();
+            let mut b = writer.begin(&snap);
+            for (id, r) in extracted {
+                let (values, errors) = r?;
+                b.upsert_values(&id, values, errors);
+            }
+            snap = b.commit();
+            if publish_partial {
+                self.snapshot.store(Arc::new(snap.clone()));
+            }
+            Ok(())
+        })?;
+        tracing::info!(items = snap.len(), ms = started.elapsed().as_millis() as u64, "index built");
+        guard.index = writer;
+        self.snapshot.store(Arc::new(snap));
+        Ok(())
+    }
+
+    /// Applies a changeset body (already decompressed). Blocking: call from a blocking
+    /// thread with the writer held.
+    pub fn apply(&self, guard: &mut WriterGuard, ty: ChangesetType, body: impl Read) -> Result<ApplyOutcome> {
+        let base = self.snapshot.load_full();
+        let outcome;
+        if self.indexing {
+            let mut b = guard.index.begin(&base);
+            outcome = self.store.apply_changeset(ty, body, &mut |ch| {
+                match ch {
+                    ItemChange::Upsert(id, rec) => b.upsert(id, rec),
+                    ItemChange::Delete(id) => b.delete(id),
+                    ItemChange::Clear => b.clear(),
+                }
+                Ok(())
+            })?;
+            if matches!(outcome, ApplyOutcome::Applied { .. }) {
+                self.snapshot.store(Arc::new(b.commit()));
+            }
+        } else {
+            outcome = self.store.apply_changeset(ty, body, &mut |_| Ok(()))?;
+        }
+        if let ApplyOutcome::Applied { created, modified, deleted, .. } = &outcome {
+            self.counters.applied.fetch_add(1, Ordering::Relaxed);
+            self.counters.created.fetch_add(*created, Ordering::Relaxed);
+            self.counters.modified.fetch_add(*modified, Ordering::Relaxed);
+            self.counters.deleted.fetch_add(*deleted, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+
+    /// Validates and stores a new dimensions document. The caller then runs
+    /// `reindex` with the same guard (in the background) to swap the new index in.
+    pub fn set_dimensions(&self, _guard: &mut WriterGuard, doc: &[u8]) -> Result<Arc<Dimensions>> {
+        let dims = Dimensions::parse(doc).map_err(|e| Error::BadRequest(format!("invalid dimensions document: {e}")))?;
+        self.store.write_dimensions(doc)?;
+        self.dims_doc.store(Arc::new(doc.to_vec()));
+        Ok(Arc::new(dims))
+    }
+
+    pub fn reindex(&self, guard: &mut WriterGuard, dims: Arc<Dimensions>) -> Result<()> {
+        if self.indexing {
+            self.rebuild(guard, dims)?;
+        }
+        Ok(())
+    }
+
+    pub fn checkpoint(&self, _guard: &mut WriterGuard) -> Result<ChangesetMeta> {
+        self.store.checkpoint()
+    }
+
+    pub fn item(&self, id: &str) -> Result<Option<Record>> {
+        self.store.get(id)
+    }
+}

@@ -53,6 +53,11 @@ impl Snapshot {
         self.live == 0
     }
 
+    /// The document with doc number `n`.
+    pub fn doc(&self, n: u32) -> Option<&Doc> {
+        self.chunks.get(n as usize / CHUNK)?.docs.get(n as usize % CHUNK)?.as_ref()
+    }
+
     pub(crate) fn chunks(&self) -> &[Arc<Chunk>] {
         &self.chunks
     }
@@ -78,6 +83,21 @@ impl Snapshot {
         }
         total
     }
+}
+
+/// The values every dimension indexes for a record, and the count of unreadable values.
+pub fn index_values(dims: &Dimensions, record: &Record) -> (Box<[Option<IndexedValue>]>, u64) {
+    let mut errors = 0u64;
+    let values = dims
+        .dims
+        .iter()
+        .map(|d| {
+            let ex = extract(d, record);
+            errors += ex.errors as u64;
+            ex.value
+        })
+        .collect();
+    (values, errors)
 }
 
 /// Writer-side state: id → doc number and free doc numbers. Owned by the single writer.
@@ -142,17 +162,12 @@ impl Builder<'_> {
 
     /// Indexes `record` as the current state of item `id`.
     pub fn upsert(&mut self, id: &str, record: &Record) {
-        let mut errors = 0u64;
-        let values: Box<[Option<IndexedValue>]> = self
-            .dims
-            .dims
-            .iter()
-            .map(|d| {
-                let ex = extract(d, record);
-                errors += ex.errors as u64;
-                ex.value
-            })
-            .collect();
+        let (values, errors) = index_values(&self.dims, record);
+        self.upsert_values(id, values, errors);
+    }
+
+    /// Like `upsert`, with values extracted beforehand (e.g. in parallel).
+    pub fn upsert_values(&mut self, id: &str, values: Box<[Option<IndexedValue>]>, errors: u64) {
         self.errors += errors;
         let (doc, key) = match self.writer.by_id.get_key_value(id) {
             Some((k, &doc)) => (doc, k.clone()),

@@ -1,0 +1,29 @@
+use std::path::PathBuf;
+
+/// Engine settings (SPEC §1.1).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub max_paged_docs: usize,
+    pub max_changeset_bytes: u64,
+    pub retain_snapshots: usize,
+    pub queryable_while_replaying: bool,
+    pub admin_token: Option<String>,
+    pub feed: Option<String>,
+    pub feed_interval_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./data"),
+            max_paged_docs: 10_000,
+            max_changeset_bytes: 4 << 30,
+            retain_snapshots: 2,
+            queryable_while_replaying: false,
+            admin_token: None,
+            feed: None,
+            feed_interval_ms: 300_000,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Request and response bodies: bounded JSON, async bodies read from blocking threads,
+//! blocking producers streamed as response bodies.
+
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, StatusCode};
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use serde_json::Value as J;
+
+use crate::errors::ApiError;
+
+/// Largest JSON request body (SPEC §15.4).
+pub const MAX_JSON_BYTES: usize = 16 << 20;
+
+/// Reads and parses a JSON request body: 413 over 16 MiB, 400 when malformed.
+pub async fn read_json(body: Body, headers: &HeaderMap) -> Result<J, ApiError> {
+    let bytes = read_bounded(body, headers, MAX_JSON_BYTES).await?;
+    parse_json(&bytes)
+}
+
+pub fn parse_json(bytes: &[u8]) -> Result<J, ApiError> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(J::Object(Default::default()));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad(format!("malformed JSON request body: {e}")))
+}
+
+pub async fn read_bounded(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than {limit} bytes"));
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()) {
+        if len > limit {
+            return Err(too_large());
+        }
+    }
+    match axum::body::to_bytes(body, limit).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.contains("length limit") {
+                Err(too_large())
+            } else {
+                Err(ApiError::bad(format!("could not read the request body: {msg}")))
+            }
+        }
+    }
+}
+
+/// A blocking `Read` over an async request body (frames forwarded through a channel).
+pub struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<Result<Bytes, String>>,
+    cur: Bytes,
+}
+
+impl ChannelReader {
+    pub fn spawn(body: Body) -> ChannelReader {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Bytes, String>>(32);
+        tokio::spawn(async move {
+            let mut body = body;
+            loop {
+                match body.frame().await {
+                    None => break,
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            let tx = tx.clone();
+                            // a full channel blocks: hand the send to a blocking thread
+                            let sent = tokio::task::spawn_blocking(move || tx.send(Ok(data)).is_ok()).await;
+                            if !matches!(sent, Ok(true)) {
+                                break;
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        break;
+                    }
+                }
+            }
+        });
+        ChannelReader { rx, cur: Bytes::new() }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.cur.is_empty() {
+            match self.rx.recv() {
+                Ok(Ok(b)) => self.cur = b,
+                Ok(Err(e)) => return Err(io::Error::other(format!("request body: {e}"))),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.cur.len());
+        buf[..n].copy_from_slice(&self.cur[..n]);
+        let _ = self.cur.split_to(n);
+        Ok(n)
+    }
+}
+
+/// Fails reads past `limit` bytes and remembers that it did (→ 413, not 400).
+pub struct LimitReader<R> {
+    pub inner: R,
+    pub left: u64,
+    pub exceeded: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for LimitReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n as u64 > self.left {
+            self.exceeded.store(true, Ordering::Release);
+            return Err(io::Error::other("changeset larger than max-changeset-bytes"));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Wraps a reader in the decoder `Content-Encoding` names.
+pub fn decoder(encoding: Option<&str>, r: impl Read + Send + 'static) -> Result<Box<dyn Read + Send>, ApiError> {
+    match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") | Some("identity") => Ok(Box::new(r)),
+        Some("gzip") | Some("x-gzip") => Ok(Box::new(flate2::read::MultiGzDecoder::new(r))),
+        Some("deflate") => Ok(Box::new(flate2::read::ZlibDecoder::new(r))),
+        Some("zstd") => Ok(Box::new(
+            zstd::stream::read::Decoder::new(r).map_err(|e| ApiError::bad(format!("zstd body: {e}")))?,
+        )),
+        Some(other) => Err(ApiError::bad(format!("unsupported Content-Encoding {other:?}"))),
+    }
+}
+
+/// Streams what a blocking producer writes as a response body.
+pub fn blocking_stream<F>(produce: F) -> Body
+where
+    F: FnOnce(&mut ChunkSink) -> io::Result<()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(8);
+    tokio::task::spawn_blocking(move || {
+        let mut sink = ChunkSink { tx: tx.clone(), buf: Vec::with_capacity(64 * 1024) };
+        let r = produce(&mut sink).and_then(|_| sink.flush_now());
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "streamed response ended early");
+            let _ = tx.blocking_send(Err(e));
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    Body::from_stream(stream.boxed())
+}
+
+pub struct ChunkSink {
+    tx: tokio::sync::mpsc::Sender<io::Result<Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkSink {
+    fn flush_now(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(64 * 1024)));
+            self.tx.blocking_send(Ok(chunk)).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client went away"))?;
+        }
+        Ok(())
+    }
+}
+
+impl io::Write for ChunkSink {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= 64 * 1024 {
+            self.flush_now()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
