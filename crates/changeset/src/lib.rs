@@ -51,5 +51,8 @@ pub enum RemoveWhat {
     /// `<all/>`: every property.
     All,
     /// Per entry: `None` removes the property, `Some(values)` removes those values.
-    Entries(Vec<(String, Option<Vec<Value>>)>),
+    Entries(RemovalEntries),
 }
+
+/// `remove-from-item` entries: property name and the values to remove (`None`: all).
+pub type RemovalEntries = Vec<(String, Option<Vec<Value>>)>;

@@ -4,7 +4,7 @@ use discern_model::{validate_id, Record, Value};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use crate::{Action, RemoveWhat};
+use crate::{Action, RemovalEntries, RemoveWhat};
 
 /// Deepest array/struct nesting accepted (SPEC §3).
 pub const MAX_DEPTH: usize = 64;
@@ -126,7 +126,9 @@ impl<R: BufRead> Parser<R> {
                 Ok(ev) => convert(ev, start),
                 Err(e) => {
                     let pos = self.reader.error_position();
-                    return Err(self.error_at(pos, format!("changeset is not well-formed XML: {e}")));
+                    return Err(
+                        self.error_at(pos, format!("changeset is not well-formed XML: {e}"))
+                    );
                 }
             };
             let raw = match raw {
@@ -190,7 +192,9 @@ impl<R: BufRead> Parser<R> {
         match self.next_tag("before the root element")? {
             Ev::Start(name, _) if name == "changeset" => {}
             Ev::Start(name, _) => {
-                return Err(self.err(format!("root element must be <changeset>, not <{name}>")).into())
+                return Err(self
+                    .err(format!("root element must be <changeset>, not <{name}>"))
+                    .into())
             }
             Ev::Eof => return Err(self.err("empty document: expected <changeset>").into()),
             Ev::End | Ev::Text(_) => return Err(self.err("expected <changeset>").into()),
@@ -212,9 +216,9 @@ impl<R: BufRead> Parser<R> {
         }
         match self.next_tag("after </changeset>")? {
             Ev::Eof => Ok(summary),
-            Ev::Start(name, _) => {
-                Err(self.err(format!("unexpected element <{name}> after </changeset>")).into())
-            }
+            Ev::Start(name, _) => Err(self
+                .err(format!("unexpected element <{name}> after </changeset>"))
+                .into()),
             _ => Err(self.err("unexpected content after </changeset>").into()),
         }
     }
@@ -248,7 +252,7 @@ impl<R: BufRead> Parser<R> {
 
         let mut record: Option<Record> = None;
         let mut remove_all = false;
-        let mut remove_entries: Option<Vec<(String, Option<Vec<Value>>)>> = None;
+        let mut remove_entries: Option<RemovalEntries> = None;
         loop {
             match self.next_tag(&format!("inside <{kind}>"))? {
                 Ev::End => break,
@@ -316,7 +320,7 @@ impl<R: BufRead> Parser<R> {
         Ok(rec)
     }
 
-    fn properties_for_removal(&mut self) -> Result<Vec<(String, Option<Vec<Value>>)>, ParseError> {
+    fn properties_for_removal(&mut self) -> Result<RemovalEntries, ParseError> {
         let entries = self.properties_struct()?;
         Ok(entries
             .into_iter()
@@ -405,18 +409,26 @@ impl<R: BufRead> Parser<R> {
             "string" => Ok(Value::Str(self.scalar_text(name)?.trim().to_string())),
             "int" | "long" => {
                 let t = self.scalar_text(name)?;
-                t.trim()
-                    .parse::<i64>()
-                    .map(Value::Int)
-                    .map_err(|_| self.error_at(at, format!("<{name}> {:?} is not an integer", t.trim())))
+                t.trim().parse::<i64>().map(Value::Int).map_err(|_| {
+                    self.error_at(at, format!("<{name}> {:?} is not an integer", t.trim()))
+                })
             }
             "real" => {
                 let t = self.scalar_text(name)?;
                 match t.trim().parse::<f64>() {
-                    Ok(r) if r.is_finite() && !t.trim().chars().any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') => {
+                    Ok(r)
+                        if r.is_finite()
+                            && !t
+                                .trim()
+                                .chars()
+                                .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') =>
+                    {
                         Ok(Value::Real(r))
                     }
-                    _ => Err(self.error_at(at, format!("<real> {:?} is not a finite number", t.trim()))),
+                    _ => {
+                        Err(self
+                            .error_at(at, format!("<real> {:?} is not a finite number", t.trim())))
+                    }
                 }
             }
             "bool" => {
@@ -424,7 +436,10 @@ impl<R: BufRead> Parser<R> {
                 match t.trim() {
                     "1" | "true" => Ok(Value::Bool(true)),
                     "0" | "false" => Ok(Value::Bool(false)),
-                    other => Err(self.error_at(at, format!("<bool> {other:?} is not 1, 0, true or false"))),
+                    other => {
+                        Err(self
+                            .error_at(at, format!("<bool> {other:?} is not 1, 0, true or false")))
+                    }
                 }
             }
             "array" => {
@@ -450,7 +465,10 @@ impl<R: BufRead> Parser<R> {
             "struct" => {
                 let entries = self.struct_entries(depth + 1)?;
                 Ok(Value::Struct(
-                    entries.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect(),
+                    entries
+                        .into_iter()
+                        .filter_map(|(k, v)| v.map(|v| (k, v)))
+                        .collect(),
                 ))
             }
             other => Err(self.error_at(at, format!("unknown value element <{other}>"))),
@@ -471,11 +489,15 @@ enum Raw {
 fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
     Ok(match ev {
         Event::Text(t) => {
-            let s = t.decode().map_err(|e| (start, format!("invalid text encoding: {e}")))?;
+            let s = t
+                .decode()
+                .map_err(|e| (start, format!("invalid text encoding: {e}")))?;
             Raw::Text(s.into_owned(), start)
         }
         Event::CData(t) => {
-            let s = t.decode().map_err(|e| (start, format!("invalid CDATA encoding: {e}")))?;
+            let s = t
+                .decode()
+                .map_err(|e| (start, format!("invalid CDATA encoding: {e}")))?;
             Raw::Text(s.into_owned(), start + 9)
         }
         Event::GeneralRef(r) => {
@@ -527,7 +549,11 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
 }
 
 fn unreachable_text() -> Result<(), ParseError> {
-    Err(ParseError { message: "internal: text where a tag was expected".into(), line: 0, column: 0 })
+    Err(ParseError {
+        message: "internal: text where a tag was expected".into(),
+        line: 0,
+        column: 0,
+    })
 }
 
 #[cfg(test)]
@@ -548,17 +574,30 @@ mod tests {
         let doc = include_str!("../testdata/spec-example.xml");
         let actions = read(doc).unwrap();
         assert_eq!(actions.len(), 6);
-        let Action::Set { id, record } = &actions[0] else { panic!() };
+        let Action::Set { id, record } = &actions[0] else {
+            panic!()
+        };
         assert_eq!(id, "L1");
-        assert_eq!(record.get("title"), Some(&Value::Str("Loft near the park".into())));
+        assert_eq!(
+            record.get("title"),
+            Some(&Value::Str("Loft near the park".into()))
+        );
         assert!(record.get("note").is_none());
-        assert!(matches!(&actions[3], Action::RemoveFrom { what: RemoveWhat::All, .. }));
+        assert!(matches!(
+            &actions[3],
+            Action::RemoveFrom {
+                what: RemoveWhat::All,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn entities_and_cdata() {
         let a = read("<changeset><set-item id='x&amp;1'><properties><struct><entry name='d'><string> a &amp; &lt;b&gt; &#233;&#x4E2D; </string></entry><entry name='c'><string><![CDATA[<raw>]]></string></entry></struct></properties></set-item></changeset>").unwrap();
-        let Action::Set { id, record } = &a[0] else { panic!() };
+        let Action::Set { id, record } = &a[0] else {
+            panic!()
+        };
         assert_eq!(id, "x&1");
         assert_eq!(record.get("d"), Some(&Value::Str("a & <b> é中".into())));
         assert_eq!(record.get("c"), Some(&Value::Str("<raw>".into())));

@@ -27,7 +27,10 @@ pub struct ChangesetWriter<W: Write> {
 impl<W: Write> ChangesetWriter<W> {
     pub fn new(mut out: W) -> io::Result<Self> {
         out.write_all(b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<changeset>\n")?;
-        Ok(ChangesetWriter { out, buf: String::with_capacity(4096) })
+        Ok(ChangesetWriter {
+            out,
+            buf: String::with_capacity(4096),
+        })
     }
 
     pub fn set_item(&mut self, id: &str, record: &Record) -> io::Result<()> {
@@ -73,7 +76,11 @@ fn value(buf: &mut String, v: &Value) {
         Value::Real(r) => {
             let _ = write!(buf, "<real>{r:?}</real>");
         }
-        Value::Bool(b) => buf.push_str(if *b { "<bool>1</bool>" } else { "<bool>0</bool>" }),
+        Value::Bool(b) => buf.push_str(if *b {
+            "<bool>1</bool>"
+        } else {
+            "<bool>0</bool>"
+        }),
         Value::Array(items) => {
             buf.push_str("<array>");
             for it in items {

@@ -61,7 +61,11 @@ impl Analyzer {
                 .filter(|w| !w.is_empty())
                 .collect(),
         };
-        Analyzer { tokenizer, stop_words: Arc::new(set), stem }
+        Analyzer {
+            tokenizer,
+            stop_words: Arc::new(set),
+            stem,
+        }
     }
 
     /// The analysed tokens of `text`, in order.
@@ -170,12 +174,12 @@ fn word_delimiter(chunk: &str, emit: &mut impl FnMut(String)) {
             continue;
         }
         let split = !cur.is_empty()
-            && match (prev, k) {
-                (Class::Lower, Class::Upper) => true,
-                (Class::Digit, Class::Lower | Class::Upper) => true,
-                (Class::Lower | Class::Upper, Class::Digit) => true,
-                _ => false,
-            };
+            && matches!(
+                (prev, k),
+                (Class::Lower, Class::Upper)
+                    | (Class::Digit, Class::Lower | Class::Upper)
+                    | (Class::Lower | Class::Upper, Class::Digit)
+            );
         if split {
             parts.push(std::mem::take(&mut cur));
         }
@@ -186,7 +190,11 @@ fn word_delimiter(chunk: &str, emit: &mut impl FnMut(String)) {
         parts.push(cur);
     }
     let folded: Vec<String> = parts.iter().map(|p| fold(p)).collect();
-    let joined = if folded.len() > 1 { Some(folded.concat()) } else { None };
+    let joined = if folded.len() > 1 {
+        Some(folded.concat())
+    } else {
+        None
+    };
     for p in folded {
         emit(p);
     }
@@ -208,7 +216,10 @@ mod tests {
     fn word_delimiter_forms() {
         assert_eq!(wd("Sunny LOFT, Café!"), ["sunny", "loft", "cafe"]);
         assert_eq!(wd("Wi-Fi"), ["wi", "fi", "wifi"]);
-        assert_eq!(wd("PowerShot SD800"), ["power", "shot", "powershot", "sd", "800", "sd800"]);
+        assert_eq!(
+            wd("PowerShot SD800"),
+            ["power", "shot", "powershot", "sd", "800", "sd800"]
+        );
         assert_eq!(wd("camera's lens"), ["camera", "lens"]);
     }
 

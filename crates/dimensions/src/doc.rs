@@ -65,8 +65,10 @@ impl DimensionKind {
 }
 
 /// Every dimension type name, in the order statistics list them.
-pub const TYPE_NAMES: &[&str] =
-    &["keyword", "text", "integer", "long", "double", "time", "geoloc", "tree", "ordered", "mutex", "groupBy"];
+pub const TYPE_NAMES: &[&str] = &[
+    "keyword", "text", "integer", "long", "double", "time", "geoloc", "tree", "ordered", "mutex",
+    "groupBy",
+];
 
 #[derive(Debug, Clone)]
 pub struct TextSpec {
@@ -165,7 +167,10 @@ impl ElementSet {
     pub fn lca_depth(&self, a: u32, b: u32) -> u32 {
         let mut x = a;
         let mut y = b;
-        let (mut dx, mut dy) = (self.elements[x as usize].depth, self.elements[y as usize].depth);
+        let (mut dx, mut dy) = (
+            self.elements[x as usize].depth,
+            self.elements[y as usize].depth,
+        );
         while dx > dy {
             x = self.elements[x as usize].parent.unwrap_or(x);
             dx -= 1;
@@ -175,7 +180,10 @@ impl ElementSet {
             dy -= 1;
         }
         while x != y {
-            match (self.elements[x as usize].parent, self.elements[y as usize].parent) {
+            match (
+                self.elements[x as usize].parent,
+                self.elements[y as usize].parent,
+            ) {
                 (Some(px), Some(py)) => {
                     x = px;
                     y = py;
@@ -206,12 +214,19 @@ impl Dimensions {
     pub fn parse(xml: &[u8]) -> Result<Dimensions, String> {
         let root = parse_tree(xml)?;
         if root.name != "dimensions" {
-            return Err(format!("root element must be <dimensions>, not <{}>", root.name));
+            return Err(format!(
+                "root element must be <dimensions>, not <{}>",
+                root.name
+            ));
         }
         let mut out = Dimensions::default();
         for (i, node) in root.children.iter().enumerate() {
             if node.name != "dimension" {
-                return Err(format!("unexpected <{}> in <dimensions> (child {})", node.name, i + 1));
+                return Err(format!(
+                    "unexpected <{}> in <dimensions> (child {})",
+                    node.name,
+                    i + 1
+                ));
             }
             let dim = parse_dimension(node).map_err(|e| match node.attr("id") {
                 Some(id) => format!("dimension {id:?}: {e}"),
@@ -236,7 +251,10 @@ struct Node {
 
 impl Node {
     fn attr(&self, k: &str) -> Option<&str> {
-        self.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+        self.attrs
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -250,7 +268,12 @@ fn parse_tree(xml: &[u8]) -> Result<Node, String> {
         buf.clear();
         let pos = r.buffer_position();
         match r.read_event_into(&mut buf) {
-            Err(e) => return Err(format!("not well-formed XML at byte {}: {e}", r.error_position())),
+            Err(e) => {
+                return Err(format!(
+                    "not well-formed XML at byte {}: {e}",
+                    r.error_position()
+                ))
+            }
             Ok(Event::Start(s)) => {
                 if root.is_some() {
                     return Err(format!("content after the root element at byte {pos}"));
@@ -262,10 +285,19 @@ fn parse_tree(xml: &[u8]) -> Result<Node, String> {
                 let mut attrs = Vec::new();
                 for a in s.attributes() {
                     let a = a.map_err(|e| format!("bad attribute in <{name}>: {e}"))?;
-                    let v = a.unescape_value().map_err(|e| format!("bad attribute in <{name}>: {e}"))?;
-                    attrs.push((String::from_utf8_lossy(a.key.as_ref()).into_owned(), v.into_owned()));
+                    let v = a
+                        .unescape_value()
+                        .map_err(|e| format!("bad attribute in <{name}>: {e}"))?;
+                    attrs.push((
+                        String::from_utf8_lossy(a.key.as_ref()).into_owned(),
+                        v.into_owned(),
+                    ));
                 }
-                stack.push(Node { name, attrs, children: Vec::new() });
+                stack.push(Node {
+                    name,
+                    attrs,
+                    children: Vec::new(),
+                });
             }
             Ok(Event::End(_)) => {
                 let node = stack.pop().ok_or("unbalanced end tag")?;
@@ -303,7 +335,10 @@ fn parse_bool(v: Option<&str>, name: &str, default: bool) -> Result<bool, String
 }
 
 fn split_keys(k: &str) -> Vec<String> {
-    k.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    k.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn parse_dimension(node: &Node) -> Result<Dimension, String> {
@@ -312,11 +347,17 @@ fn parse_dimension(node: &Node) -> Result<Dimension, String> {
         return Err("empty id attribute".into());
     }
     let ty = node.attr("type").ok_or("missing type attribute")?;
-    let keys = node.attr("key").map(split_keys).unwrap_or_else(|| vec![id.clone()]);
+    let keys = node
+        .attr("key")
+        .map(split_keys)
+        .unwrap_or_else(|| vec![id.clone()]);
     let ignore_case = parse_bool(node.attr("ignoreCase"), "ignoreCase", false)?;
     let no_children = |what: &str| -> Result<(), String> {
         match node.children.first() {
-            Some(c) => Err(format!("a {what} dimension cannot have <{}> children", c.name)),
+            Some(c) => Err(format!(
+                "a {what} dimension cannot have <{}> children",
+                c.name
+            )),
             None => Ok(()),
         }
     };
@@ -344,11 +385,23 @@ fn parse_dimension(node: &Node) -> Result<Dimension, String> {
         "mutex" => DimensionKind::Mutex(Arc::new(parse_elements(node, false, ignore_case)?)),
         other => return Err(format!("unknown type {other:?}")),
     };
-    Ok(Dimension { id, keys, ignore_case, kind })
+    Ok(Dimension {
+        id,
+        keys,
+        ignore_case,
+        kind,
+    })
 }
 
-fn analyzer_attrs(node: &Node, parent: Option<&Analyzer>, parent_attrs: Option<&Node>) -> Result<Analyzer, String> {
-    let pick = |k: &str| node.attr(k).or_else(|| parent_attrs.and_then(|p| p.attr(k)));
+fn analyzer_attrs(
+    node: &Node,
+    parent: Option<&Analyzer>,
+    parent_attrs: Option<&Node>,
+) -> Result<Analyzer, String> {
+    let pick = |k: &str| {
+        node.attr(k)
+            .or_else(|| parent_attrs.and_then(|p| p.attr(k)))
+    };
     let tokenizer = match pick("tokenizer") {
         None => Tokenizer::WordDelimiter,
         Some(t) => Tokenizer::parse(t).ok_or_else(|| format!("unknown tokenizer {t:?}"))?,
@@ -378,20 +431,33 @@ fn parse_text(node: &Node, id: &str, keys: &[String]) -> Result<TextSpec, String
     let mut fields: Vec<TextField> = Vec::new();
     for c in &node.children {
         if c.name != "field" {
-            return Err(format!("a text dimension cannot have <{}> children", c.name));
+            return Err(format!(
+                "a text dimension cannot have <{}> children",
+                c.name
+            ));
         }
         let fid = c.attr("id").ok_or("a <field> without id")?.to_string();
         if fields.iter().any(|f| f.id == fid) {
             return Err(format!("duplicate field id {fid:?}"));
         }
         fields.push(TextField {
-            keys: c.attr("key").map(split_keys).unwrap_or_else(|| vec![fid.clone()]),
+            keys: c
+                .attr("key")
+                .map(split_keys)
+                .unwrap_or_else(|| vec![fid.clone()]),
             analyzer: analyzer_attrs(c, None, Some(node))?,
-            ignore_field_length: parse_bool(c.attr("ignoreFieldLength"), "ignoreFieldLength", dim_ifl)?,
+            ignore_field_length: parse_bool(
+                c.attr("ignoreFieldLength"),
+                "ignoreFieldLength",
+                dim_ifl,
+            )?,
             id: fid,
         });
     }
-    Ok(TextSpec { fields, single: false })
+    Ok(TextSpec {
+        fields,
+        single: false,
+    })
 }
 
 fn parse_numeric(node: &Node, ty: &str) -> Result<NumericSpec, String> {
@@ -404,13 +470,24 @@ fn parse_numeric(node: &Node, ty: &str) -> Result<NumericSpec, String> {
             None => None,
         }),
     };
-    let mut spec = NumericSpec { kind, bounds: Interval::ALL, declared_span: None, ranges: Vec::new() };
+    let mut spec = NumericSpec {
+        kind,
+        bounds: Interval::ALL,
+        declared_span: None,
+        ranges: Vec::new(),
+    };
     let min = match node.attr("min") {
-        Some(v) => Some(spec.parse_value(v).ok_or_else(|| format!("min={v:?} does not parse"))?),
+        Some(v) => Some(
+            spec.parse_value(v)
+                .ok_or_else(|| format!("min={v:?} does not parse"))?,
+        ),
         None => None,
     };
     let max = match node.attr("max") {
-        Some(v) => Some(spec.parse_value(v).ok_or_else(|| format!("max={v:?} does not parse"))?),
+        Some(v) => Some(
+            spec.parse_value(v)
+                .ok_or_else(|| format!("max={v:?} does not parse"))?,
+        ),
         None => None,
     };
     spec.bounds = Interval {
@@ -433,10 +510,16 @@ fn parse_numeric(node: &Node, ty: &str) -> Result<NumericSpec, String> {
         if spec.ranges.iter().any(|r| r.id == id) {
             return Err(format!("duplicate element id {id:?}"));
         }
-        let v = c.attr("value").ok_or_else(|| format!("element {id:?} has no value interval"))?;
+        let v = c
+            .attr("value")
+            .ok_or_else(|| format!("element {id:?} has no value interval"))?;
         let interval = Interval::parse_with(v, |x| spec.parse_value(x))
             .map_err(|e| format!("element {id:?}: {e}"))?;
-        spec.ranges.push(RangeElement { id, name: c.attr("name").map(str::to_string), interval });
+        spec.ranges.push(RangeElement {
+            id,
+            name: c.attr("name").map(str::to_string),
+            interval,
+        });
     }
     Ok(spec)
 }
@@ -464,7 +547,11 @@ fn parse_elements(node: &Node, nested: bool, ignore_case: bool) -> Result<Elemen
             }
             let value = c.attr("value").unwrap_or(&id).to_string();
             let idx = set.elements.len() as u32;
-            let key = if ignore_case { value.to_lowercase() } else { value.clone() };
+            let key = if ignore_case {
+                value.to_lowercase()
+            } else {
+                value.clone()
+            };
             set.by_value.entry(key).or_default().push(idx);
             set.by_id.insert(id.clone(), idx);
             set.elements.push(Element {
@@ -509,7 +596,9 @@ mod tests {
 </dimensions>"#;
         let d = Dimensions::parse(doc).unwrap();
         assert_eq!(d.len(), 5);
-        let DimensionKind::Tree(t) = &d.get("genre").unwrap().kind else { panic!() };
+        let DimensionKind::Tree(t) = &d.get("genre").unwrap().kind else {
+            panic!()
+        };
         assert_eq!(t.lca_depth(1, 0), 1);
         assert_eq!(t.lca_depth(1, 3), 0);
         assert!(t.is_ancestor_or_self(0, 1));

@@ -59,7 +59,9 @@ pub fn for_each_key_value<'a>(record: &'a Record, key: &str, f: &mut dyn FnMut(&
     if key.contains('.') {
         let mut parts = key.split('.');
         let Some(first) = parts.next() else { return };
-        let Some(mut cur) = record.get(first).map(|v| vec![v]) else { return };
+        let Some(mut cur) = record.get(first).map(|v| vec![v]) else {
+            return;
+        };
         for p in parts {
             let mut next = Vec::new();
             for v in cur {
@@ -112,7 +114,11 @@ pub fn extract(dim: &Dimension, record: &Record) -> Extracted {
             let mut out = Vec::new();
             key_values(&dim.keys, record, &mut |v| match v.scalar_text() {
                 Some(t) => {
-                    let t = if dim.ignore_case { t.to_lowercase() } else { t.into_owned() };
+                    let t = if dim.ignore_case {
+                        t.to_lowercase()
+                    } else {
+                        t.into_owned()
+                    };
                     if !out.contains(&t) {
                         out.push(t);
                     }
@@ -138,15 +144,25 @@ pub fn extract(dim: &Dimension, record: &Record) -> Extracted {
             IndexedValue::Text(fields)
         }
         DimensionKind::Numeric(spec) => extract_numeric(dim, spec, record, &mut errors),
-        DimensionKind::Geo(spec) => IndexedValue::Points(extract_points(dim, spec, record, &mut errors)),
+        DimensionKind::Geo(spec) => {
+            IndexedValue::Points(extract_points(dim, spec, record, &mut errors))
+        }
         DimensionKind::Tree(set) | DimensionKind::Ordered(set) | DimensionKind::Mutex(set) => {
             IndexedValue::Elements(extract_elements(dim, set, record))
         }
     };
-    Extracted { value: if value.is_empty() { None } else { Some(value) }, errors }
+    Extracted {
+        value: if value.is_empty() { None } else { Some(value) },
+        errors,
+    }
 }
 
-fn extract_numeric(dim: &Dimension, spec: &NumericSpec, record: &Record, errors: &mut u32) -> IndexedValue {
+fn extract_numeric(
+    dim: &Dimension,
+    spec: &NumericSpec,
+    record: &Record,
+    errors: &mut u32,
+) -> IndexedValue {
     match spec.kind {
         NumericKind::Double => {
             let mut out = Vec::new();
@@ -176,7 +192,9 @@ fn extract_numeric(dim: &Dimension, spec: &NumericSpec, record: &Record, errors:
                     (_, Value::Real(r)) => whole(*r),
                     (_, Value::Str(s)) => {
                         let s = s.trim();
-                        s.parse::<i64>().ok().or_else(|| s.parse::<f64>().ok().and_then(whole))
+                        s.parse::<i64>()
+                            .ok()
+                            .or_else(|| s.parse::<f64>().ok().and_then(whole))
                     }
                     _ => None,
                 };
@@ -212,7 +230,12 @@ fn num(v: &Value) -> Option<f64> {
     }
 }
 
-fn extract_points(dim: &Dimension, spec: &GeoSpec, record: &Record, errors: &mut u32) -> Vec<(f64, f64)> {
+fn extract_points(
+    dim: &Dimension,
+    spec: &GeoSpec,
+    record: &Record,
+    errors: &mut u32,
+) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     fn push(out: &mut Vec<(f64, f64)>, lat: f64, lon: f64, errors: &mut u32) {
         if valid_point(lat, lon) {
@@ -224,7 +247,10 @@ fn extract_points(dim: &Dimension, spec: &GeoSpec, record: &Record, errors: &mut
     key_values(&dim.keys, record, &mut |v| {
         let p = match v {
             Value::Struct(_) => {
-                let lat = v.member("lat").or_else(|| v.member("latitude")).and_then(num);
+                let lat = v
+                    .member("lat")
+                    .or_else(|| v.member("latitude"))
+                    .and_then(num);
                 let lon = v
                     .member("lon")
                     .or_else(|| v.member("lng"))
@@ -235,7 +261,11 @@ fn extract_points(dim: &Dimension, spec: &GeoSpec, record: &Record, errors: &mut
             Value::Str(s) => {
                 let mut it = s.split(',');
                 match (it.next(), it.next(), it.next()) {
-                    (Some(a), Some(b), None) => a.trim().parse::<f64>().ok().zip(b.trim().parse::<f64>().ok()),
+                    (Some(a), Some(b), None) => a
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                        .zip(b.trim().parse::<f64>().ok()),
                     _ => None,
                 }
             }
@@ -257,11 +287,12 @@ fn extract_points(dim: &Dimension, spec: &GeoSpec, record: &Record, errors: &mut
         }
     }
     if out.is_empty() {
-        for_each_key_value(record, &spec.zipcode, &mut |v| {
-            match v.scalar_text().and_then(|z| zip::centroid(&z)) {
-                Some((lat, lon)) => push(&mut out, lat, lon, errors),
-                None => *errors += 1,
-            }
+        for_each_key_value(record, &spec.zipcode, &mut |v| match v
+            .scalar_text()
+            .and_then(|z| zip::centroid(&z))
+        {
+            Some((lat, lon)) => push(&mut out, lat, lon, errors),
+            None => *errors += 1,
         });
     }
     out
@@ -271,7 +302,11 @@ fn extract_elements(dim: &Dimension, set: &ElementSet, record: &Record) -> Vec<u
     let mut out: Vec<u32> = Vec::new();
     key_values(&dim.keys, record, &mut |v| {
         if let Some(t) = v.scalar_text() {
-            let found = if dim.ignore_case { set.by_value.get(&t.to_lowercase()) } else { set.by_value.get(t.as_ref()) };
+            let found = if dim.ignore_case {
+                set.by_value.get(&t.to_lowercase())
+            } else {
+                set.by_value.get(t.as_ref())
+            };
             for &e in found.into_iter().flatten() {
                 if !out.contains(&e) {
                     out.push(e);
@@ -295,11 +330,31 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
     match v {
         IndexedValue::Strings(s) => one_or_many(s.iter().map(|x| J::String(x.clone())).collect()),
         IndexedValue::Ints(xs) => {
-            let time = matches!(&dim.kind, DimensionKind::Numeric(NumericSpec { kind: NumericKind::Time(_), .. }));
-            one_or_many(xs.iter().map(|x| if time { J::String(format_iso(*x)) } else { J::from(*x) }).collect())
+            let time = matches!(
+                &dim.kind,
+                DimensionKind::Numeric(NumericSpec {
+                    kind: NumericKind::Time(_),
+                    ..
+                })
+            );
+            one_or_many(
+                xs.iter()
+                    .map(|x| {
+                        if time {
+                            J::String(format_iso(*x))
+                        } else {
+                            J::from(*x)
+                        }
+                    })
+                    .collect(),
+            )
         }
         IndexedValue::Doubles(xs) => one_or_many(xs.iter().map(|x| J::from(*x)).collect()),
-        IndexedValue::Points(ps) => one_or_many(ps.iter().map(|(a, b)| J::String(format!("{a},{b}"))).collect()),
+        IndexedValue::Points(ps) => one_or_many(
+            ps.iter()
+                .map(|(a, b)| J::String(format!("{a},{b}")))
+                .collect(),
+        ),
         IndexedValue::Elements(es) => {
             let set = dim.kind.elements();
             one_or_many(
@@ -318,7 +373,14 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
                 }
                 J::Object(m)
             }
-            _ => J::String(fields.iter().flatten().cloned().collect::<Vec<_>>().join(" ")),
+            _ => J::String(
+                fields
+                    .iter()
+                    .flatten()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
         },
     }
 }
@@ -329,7 +391,12 @@ mod tests {
     use crate::Dimensions;
 
     fn rec(pairs: &[(&str, Value)]) -> Record {
-        Record(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Record(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
     }
     fn s(x: &str) -> Value {
         Value::Str(x.into())
@@ -339,15 +406,27 @@ mod tests {
     fn per_type() {
         let d = Dimensions::parse(include_bytes!("../testdata/std-dimensions.xml")).unwrap();
         let get = |dim: &str, r: &Record| extract(d.get(dim).unwrap(), r).value;
-        assert_eq!(get("bedroom", &rec(&[("bedroom", s("3.0"))])), Some(IndexedValue::Ints(vec![3])));
+        assert_eq!(
+            get("bedroom", &rec(&[("bedroom", s("3.0"))])),
+            Some(IndexedValue::Ints(vec![3]))
+        );
         assert_eq!(get("bedroom", &rec(&[("bedroom", s("25"))])), None);
         assert_eq!(get("floor", &rec(&[("floor", s("0"))])), None);
-        assert_eq!(get("rooms", &rec(&[("details", Value::Struct(vec![("rooms".into(), s("3"))]))])), Some(IndexedValue::Ints(vec![3])));
+        assert_eq!(
+            get(
+                "rooms",
+                &rec(&[("details", Value::Struct(vec![("rooms".into(), s("3"))]))])
+            ),
+            Some(IndexedValue::Ints(vec![3]))
+        );
         let g = get("geo", &rec(&[("geo", s("39.25,-75.5"))]));
         assert_eq!(g, Some(IndexedValue::Points(vec![(39.25, -75.5)])));
         let loc = get("location", &rec(&[("zip", s("10012"))]));
         assert_eq!(loc, Some(IndexedValue::Points(vec![(40.7255, -73.9983)])));
-        assert_eq!(get("location", &rec(&[("lat", s("95")), ("lng", s("1"))])), None);
+        assert_eq!(
+            get("location", &rec(&[("lat", s("95")), ("lng", s("1"))])),
+            None
+        );
         let genre = d.get("genre").unwrap();
         let v = get("genre", &rec(&[("genre", s("Crime Drama"))])).unwrap();
         assert_eq!(to_json(genre, &v), serde_json::json!("Drama|Crime"));
@@ -357,8 +436,14 @@ mod tests {
         assert_eq!(to_json(gender, &v), serde_json::json!("1"));
         let year = d.get("year").unwrap();
         let v = get("year", &rec(&[("built", s("1999"))])).unwrap();
-        assert_eq!(to_json(year, &v), serde_json::json!("1999-01-01T00:00:00.000Z"));
+        assert_eq!(
+            to_json(year, &v),
+            serde_json::json!("1999-01-01T00:00:00.000Z")
+        );
         let pn = get("propertyNames", &rec(&[("a", s("1")), ("b", s("2"))]));
-        assert_eq!(pn, Some(IndexedValue::Strings(vec!["a".into(), "b".into()])));
+        assert_eq!(
+            pn,
+            Some(IndexedValue::Strings(vec!["a".into(), "b".into()]))
+        );
     }
 }

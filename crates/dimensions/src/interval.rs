@@ -8,10 +8,20 @@ pub struct Interval {
 }
 
 impl Interval {
-    pub const ALL: Interval = Interval { lo: None, lo_incl: true, hi: None, hi_incl: true };
+    pub const ALL: Interval = Interval {
+        lo: None,
+        lo_incl: true,
+        hi: None,
+        hi_incl: true,
+    };
 
     pub fn point(v: f64) -> Self {
-        Interval { lo: Some(v), lo_incl: true, hi: Some(v), hi_incl: true }
+        Interval {
+            lo: Some(v),
+            lo_incl: true,
+            hi: Some(v),
+            hi_incl: true,
+        }
     }
 
     /// Is the string an interval (starts with `[` or `(`)?
@@ -43,16 +53,22 @@ impl Interval {
         let mut parts = inner.splitn(2, ',');
         let a = parts.next().ok_or_else(bad)?.trim();
         let b = parts.next().ok_or_else(bad)?.trim();
-        let side = |x: &str, bound: &mut dyn FnMut(&str) -> Option<f64>| -> Result<Option<f64>, String> {
-            if x.is_empty() || x == "?" {
-                Ok(None)
-            } else {
-                bound(x).map(Some).ok_or_else(bad)
-            }
-        };
+        let side =
+            |x: &str, bound: &mut dyn FnMut(&str) -> Option<f64>| -> Result<Option<f64>, String> {
+                if x.is_empty() || x == "?" {
+                    Ok(None)
+                } else {
+                    bound(x).map(Some).ok_or_else(bad)
+                }
+            };
         let lo = side(a, &mut bound)?;
         let hi = side(b, &mut bound)?;
-        Ok(Interval { lo, lo_incl, hi, hi_incl })
+        Ok(Interval {
+            lo,
+            lo_incl,
+            hi,
+            hi_incl,
+        })
     }
 
     pub fn parse(s: &str) -> Result<Interval, String> {

@@ -9,10 +9,10 @@ pub mod time;
 pub mod zip;
 
 pub use analysis::Analyzer;
+pub use doc::TYPE_NAMES;
 pub use doc::{
     Dimension, DimensionKind, Dimensions, Element, ElementSet, GeoSpec, NumericKind, NumericSpec,
     RangeElement, TextField, TextSpec,
 };
 pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
-pub use doc::TYPE_NAMES;
 pub use interval::Interval;

@@ -51,7 +51,9 @@ impl TimeFormat {
                     n += 1;
                 }
                 if !matches!(c, 'y' | 'M' | 'd' | 'H' | 'm' | 's' | 'S') {
-                    return Err(format!("format {pattern:?}: unsupported pattern letter {c:?}"));
+                    return Err(format!(
+                        "format {pattern:?}: unsupported pattern letter {c:?}"
+                    ));
                 }
                 toks.push(Tok::Field(c, n));
                 i += n;
@@ -68,7 +70,8 @@ impl TimeFormat {
         let s = s.trim();
         let b = s.as_bytes();
         let mut pos = 0;
-        let (mut y, mut mo, mut d, mut h, mut mi, mut se, mut ms) = (1970i64, 1i64, 1i64, 0i64, 0i64, 0i64, 0i64);
+        let (mut y, mut mo, mut d, mut h, mut mi, mut se, mut ms) =
+            (1970i64, 1i64, 1i64, 0i64, 0i64, 0i64, 0i64);
         for (ti, tok) in self.toks.iter().enumerate() {
             match tok {
                 Tok::Lit(l) => {
@@ -89,7 +92,13 @@ impl TimeFormat {
                     }
                     let v: i64 = s[start..pos].parse().ok()?;
                     match c {
-                        'y' => y = if *n == 2 && pos - start == 2 { 2000 + v } else { v },
+                        'y' => {
+                            y = if *n == 2 && pos - start == 2 {
+                                2000 + v
+                            } else {
+                                v
+                            }
+                        }
                         'M' => mo = v,
                         'd' => d = v,
                         'H' => h = v,
@@ -111,7 +120,14 @@ impl TimeFormat {
 }
 
 fn to_epoch_ms(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64, ms: i64) -> Option<i64> {
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 60 || ms > 999 {
+    if !(1..=12).contains(&mo)
+        || d < 1
+        || d > days_in_month(y, mo)
+        || h > 23
+        || mi > 59
+        || s > 60
+        || ms > 999
+    {
         return None;
     }
     let days = days_from_civil(y, mo, d);
@@ -160,7 +176,12 @@ pub fn format_iso(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let rem = ms.rem_euclid(86_400_000);
     let (y, m, d) = civil_from_days(days);
-    let (h, mi, s, f) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
+    let (h, mi, s, f) = (
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000,
+    );
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{f:03}Z")
 }
 
@@ -248,9 +269,18 @@ mod tests {
     #[test]
     fn iso_forms() {
         assert_eq!(parse_iso("2012-03-01T10:00:00.000"), Some(1330596000000));
-        assert_eq!(format_iso(parse_iso("2012-03-01").unwrap()), "2012-03-01T00:00:00.000Z");
-        assert_eq!(format_iso(parse_iso("2012-03-01T10:00:00+02:00").unwrap()), "2012-03-01T08:00:00.000Z");
-        assert_eq!(format_iso(parse_iso("2012-03-01T10:00:00.5Z").unwrap()), "2012-03-01T10:00:00.500Z");
+        assert_eq!(
+            format_iso(parse_iso("2012-03-01").unwrap()),
+            "2012-03-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_iso(parse_iso("2012-03-01T10:00:00+02:00").unwrap()),
+            "2012-03-01T08:00:00.000Z"
+        );
+        assert_eq!(
+            format_iso(parse_iso("2012-03-01T10:00:00.5Z").unwrap()),
+            "2012-03-01T10:00:00.500Z"
+        );
         assert_eq!(parse_iso("2012-13-01"), None);
         assert_eq!(format_iso(-1), "1969-12-31T23:59:59.999Z");
     }
@@ -258,11 +288,20 @@ mod tests {
     #[test]
     fn java_formats() {
         let f = TimeFormat::compile("yyyy").unwrap();
-        assert_eq!(format_iso(f.parse("1999").unwrap()), "1999-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_iso(f.parse("1999").unwrap()),
+            "1999-01-01T00:00:00.000Z"
+        );
         let f = TimeFormat::compile("dd/MM/yyyy HH:mm").unwrap();
-        assert_eq!(format_iso(f.parse("01/03/2012 10:30").unwrap()), "2012-03-01T10:30:00.000Z");
+        assert_eq!(
+            format_iso(f.parse("01/03/2012 10:30").unwrap()),
+            "2012-03-01T10:30:00.000Z"
+        );
         let f = TimeFormat::compile("yyyy-MM-dd'T'HH:mm:ss").unwrap();
-        assert_eq!(format_iso(f.parse("2012-03-01T10:30:05").unwrap()), "2012-03-01T10:30:05.000Z");
+        assert_eq!(
+            format_iso(f.parse("2012-03-01T10:30:05").unwrap()),
+            "2012-03-01T10:30:05.000Z"
+        );
         assert!(TimeFormat::compile("yyyy-MM'T").is_err());
         assert!(f.parse("garbage").is_none());
     }

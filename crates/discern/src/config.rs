@@ -13,8 +13,16 @@ pub struct Settings {
 }
 
 const KEYS: &[&str] = &[
-    "port", "listen", "data-dir", "feed", "feed-interval", "max-paged-docs", "admin-token",
-    "max-changeset-bytes", "retain-snapshots", "queryable-while-replaying",
+    "port",
+    "listen",
+    "data-dir",
+    "feed",
+    "feed-interval",
+    "max-paged-docs",
+    "admin-token",
+    "max-changeset-bytes",
+    "retain-snapshots",
+    "queryable-while-replaying",
 ];
 
 /// Parses a Java-style properties file: `key = value`, `key: value`, `#`/`!` comments.
@@ -27,7 +35,11 @@ pub fn parse_properties(text: &str) -> HashMap<String, String> {
         }
         let sep = l.find(['=', ':']).unwrap_or(l.len());
         let key = l[..sep].trim();
-        let value = if sep < l.len() { l[sep + 1..].trim() } else { "" };
+        let value = if sep < l.len() {
+            l[sep + 1..].trim()
+        } else {
+            ""
+        };
         if !key.is_empty() {
             out.insert(key.to_string(), value.to_string());
         }
@@ -38,18 +50,33 @@ pub fn parse_properties(text: &str) -> HashMap<String, String> {
 /// `4 GiB`, `2000`, `16MiB` → bytes.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
-    let (num, mult) = [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000)]
-        .iter()
-        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim(), *m)))
-        .unwrap_or((t, 1));
-    let n: u64 = num.parse().with_context(|| format!("{s:?} is not a size"))?;
+    let (num, mult) = [
+        ("KiB", 1u64 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("KB", 1000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+    ]
+    .iter()
+    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim(), *m)))
+    .unwrap_or((t, 1));
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("{s:?} is not a size"))?;
     Ok(n.saturating_mul(mult))
 }
 
 impl Settings {
-    pub fn load(file: Option<&Path>, data_dir: Option<PathBuf>, listen: Option<String>) -> anyhow::Result<Settings> {
+    pub fn load(
+        file: Option<&Path>,
+        data_dir: Option<PathBuf>,
+        listen: Option<String>,
+    ) -> anyhow::Result<Settings> {
         let mut props = match file {
-            Some(f) => parse_properties(&std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?),
+            Some(f) => parse_properties(
+                &std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+            ),
             None => HashMap::new(),
         };
         for key in KEYS {
@@ -64,13 +91,17 @@ impl Settings {
             c.data_dir = PathBuf::from(v);
         }
         if let Some(v) = get("max-paged-docs") {
-            c.max_paged_docs = v.parse().with_context(|| format!("max-paged-docs = {v:?}"))?;
+            c.max_paged_docs = v
+                .parse()
+                .with_context(|| format!("max-paged-docs = {v:?}"))?;
         }
         if let Some(v) = get("max-changeset-bytes") {
             c.max_changeset_bytes = parse_size(v)?;
         }
         if let Some(v) = get("retain-snapshots") {
-            c.retain_snapshots = v.parse().with_context(|| format!("retain-snapshots = {v:?}"))?;
+            c.retain_snapshots = v
+                .parse()
+                .with_context(|| format!("retain-snapshots = {v:?}"))?;
         }
         if let Some(v) = get("queryable-while-replaying") {
             c.queryable_while_replaying = match v {
@@ -82,7 +113,9 @@ impl Settings {
         c.admin_token = get("admin-token").map(str::to_string);
         c.feed = get("feed").map(str::to_string);
         if let Some(v) = get("feed-interval") {
-            c.feed_interval_ms = v.parse().with_context(|| format!("feed-interval = {v:?}"))?;
+            c.feed_interval_ms = v
+                .parse()
+                .with_context(|| format!("feed-interval = {v:?}"))?;
         }
         let mut addr = "127.0.0.1:8090".to_string();
         if let Some(p) = get("port") {
@@ -98,7 +131,10 @@ impl Settings {
         if let Some(l) = listen {
             addr = l;
         }
-        Ok(Settings { engine: c, listen: addr })
+        Ok(Settings {
+            engine: c,
+            listen: addr,
+        })
     }
 }
 
@@ -108,7 +144,9 @@ mod tests {
 
     #[test]
     fn properties_forms() {
-        let p = parse_properties("# c\n#admin-token = no\nadmin-token: tok123\nmax-paged-docs   =   4\n\n");
+        let p = parse_properties(
+            "# c\n#admin-token = no\nadmin-token: tok123\nmax-paged-docs   =   4\n\n",
+        );
         assert_eq!(p.get("admin-token").map(String::as_str), Some("tok123"));
         assert_eq!(p.get("max-paged-docs").map(String::as_str), Some("4"));
         assert_eq!(p.len(), 2);

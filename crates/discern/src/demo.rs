@@ -60,9 +60,36 @@ const CITIES: &[(&str, f64, f64, &str)] = &[
     ("Jersey City", 40.7178, -74.0431, "07302"),
     ("Yonkers", 40.9312, -73.8988, "10701"),
 ];
-const STYLES: &[&str] = &["loft", "condo", "colonial", "victorian", "ranch", "townhouse", "studio", "duplex"];
-const ADJ: &[&str] = &["sunny", "spacious", "renovated", "quiet", "charming", "modern", "bright", "cozy"];
-const FEATURES: &[&str] = &["terrace", "garden", "fireplace", "doorman", "river view", "garage", "pool", "gym"];
+const STYLES: &[&str] = &[
+    "loft",
+    "condo",
+    "colonial",
+    "victorian",
+    "ranch",
+    "townhouse",
+    "studio",
+    "duplex",
+];
+const ADJ: &[&str] = &[
+    "sunny",
+    "spacious",
+    "renovated",
+    "quiet",
+    "charming",
+    "modern",
+    "bright",
+    "cozy",
+];
+const FEATURES: &[&str] = &[
+    "terrace",
+    "garden",
+    "fireplace",
+    "doorman",
+    "river view",
+    "garage",
+    "pool",
+    "gym",
+];
 
 pub fn items() -> Vec<(String, Record)> {
     let mut rng = Rng(42);
@@ -71,19 +98,45 @@ pub fn items() -> Vec<(String, Record)> {
             let (city, lat, lon, zip) = CITIES[rng.below(CITIES.len() as u64) as usize];
             let rent = rng.below(3) == 0;
             let bedrooms = rng.below(6);
-            let price = if rent { 1200 + rng.below(60) * 50 } else { 150_000 + rng.below(400) * 5_000 };
+            let price = if rent {
+                1200 + rng.below(60) * 50
+            } else {
+                150_000 + rng.below(400) * 5_000
+            };
             let style = rng.pick(STYLES);
-            let desc = format!("{} {} {} with {} in {}", rng.pick(ADJ), bedrooms.max(1), style, rng.pick(FEATURES), city);
+            let desc = format!(
+                "{} {} {} with {} in {}",
+                rng.pick(ADJ),
+                bedrooms.max(1),
+                style,
+                rng.pick(FEATURES),
+                city
+            );
             let day = 1 + rng.below(28);
             let month = 1 + rng.below(12);
             let mut r = Record::new();
             let s = |x: String| Value::Str(x);
-            r.set("type".into(), s(if rent { "rentals" } else { "sales" }.into()));
+            r.set(
+                "type".into(),
+                s(if rent { "rentals" } else { "sales" }.into()),
+            );
             r.set("style".into(), s(style.into()));
             r.set("bedroom".into(), s(bedrooms.to_string()));
             r.set("price".into(), s(price.to_string()));
-            r.set("latitude".into(), s(format!("{:.4}", lat + (rng.below(2000) as f64 - 1000.0) / 20000.0)));
-            r.set("longitude".into(), s(format!("{:.4}", lon + (rng.below(2000) as f64 - 1000.0) / 20000.0)));
+            r.set(
+                "latitude".into(),
+                s(format!(
+                    "{:.4}",
+                    lat + (rng.below(2000) as f64 - 1000.0) / 20000.0
+                )),
+            );
+            r.set(
+                "longitude".into(),
+                s(format!(
+                    "{:.4}",
+                    lon + (rng.below(2000) as f64 - 1000.0) / 20000.0
+                )),
+            );
             r.set("zipcode".into(), s(zip.into()));
             r.set("condition".into(), s((1 + rng.below(5)).to_string()));
             r.set("listed_at".into(), s(format!("2026-{month:02}-{day:02}")));

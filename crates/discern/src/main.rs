@@ -15,7 +15,11 @@ use discern_engine::Engine;
 static ALLOC: discern_engine::alloc::Counting = discern_engine::alloc::Counting;
 
 #[derive(Parser)]
-#[command(name = "discern", version, about = "A search engine with exact and close matches")]
+#[command(
+    name = "discern",
+    version,
+    about = "A search engine with exact and close matches"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,7 +62,8 @@ enum Command {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -71,7 +76,11 @@ fn main() {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { data_dir, listen, config } => {
+        Command::Serve {
+            data_dir,
+            listen,
+            config,
+        } => {
             let settings = config::Settings::load(config.as_deref(), data_dir, listen)?;
             serve(settings, None)
         }
@@ -84,7 +93,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
             r
         }
-        Command::Load { data_dir, ty, dimensions, files } => load(&data_dir, &ty, dimensions.as_deref(), &files),
+        Command::Load {
+            data_dir,
+            ty,
+            dimensions,
+            files,
+        } => load(&data_dir, &ty, dimensions.as_deref(), &files),
         Command::Checkpoint { data_dir } => {
             let settings = config::Settings::load(None, Some(data_dir), None)?;
             let engine = Engine::open(settings.engine, false)?;
@@ -100,7 +114,9 @@ type Preload = fn(&Arc<Engine>, &str) -> anyhow::Result<()>;
 
 fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result<()> {
     let engine = Engine::open(settings.engine.clone(), true)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&settings.listen)
             .await
@@ -132,7 +148,12 @@ fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result
     })
 }
 
-fn load(data_dir: &Path, ty: &str, dimensions: Option<&Path>, files: &[PathBuf]) -> anyhow::Result<()> {
+fn load(
+    data_dir: &Path,
+    ty: &str,
+    dimensions: Option<&Path>,
+    files: &[PathBuf],
+) -> anyhow::Result<()> {
     let ty = ChangesetType::parse_posted(ty)?;
     let settings = config::Settings::load(None, Some(data_dir.to_path_buf()), None)?;
     let engine = Engine::open(settings.engine, false)?;
@@ -147,8 +168,10 @@ fn load(data_dir: &Path, ty: &str, dimensions: Option<&Path>, files: &[PathBuf])
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let bar = indicatif::ProgressBar::new(size);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar.set_message(f.display().to_string());
         let raw = bar.wrap_read(file);
@@ -163,7 +186,12 @@ fn load(data_dir: &Path, ty: &str, dimensions: Option<&Path>, files: &[PathBuf])
         let outcome = engine.apply(&mut guard, ty, std::io::BufReader::new(reader));
         bar.finish_and_clear();
         match outcome {
-            Ok(ApplyOutcome::Applied { meta, created, modified, deleted }) => {
+            Ok(ApplyOutcome::Applied {
+                meta,
+                created,
+                modified,
+                deleted,
+            }) => {
                 let items = created + modified;
                 let secs = started.elapsed().as_secs_f64().max(1e-9);
                 eprintln!(
@@ -173,7 +201,9 @@ fn load(data_dir: &Path, ty: &str, dimensions: Option<&Path>, files: &[PathBuf])
                     items as f64 / secs
                 );
             }
-            Ok(ApplyOutcome::Empty) => eprintln!("{}: empty changeset, nothing applied", f.display()),
+            Ok(ApplyOutcome::Empty) => {
+                eprintln!("{}: empty changeset, nothing applied", f.display())
+            }
             Err(e) => bail!("{}: {e}", f.display()),
         }
     }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use discern_dimensions::Dimensions;
-use discern_index::{index_values, IndexWriter, Snapshot};
+use discern_index::{index_values, DocValues, IndexWriter, Snapshot};
 use discern_model::{Error, Record, Result};
 use discern_store::{ApplyOutcome, ChangesetMeta, ChangesetType, ItemChange, Store};
 use rayon::prelude::*;
@@ -60,7 +60,9 @@ impl Engine {
     /// Opens the data dir. The index is empty until `populate` has run.
     pub fn open(config: Config, indexing: bool) -> Result<Arc<Engine>> {
         let store = Store::open(&config.data_dir, config.retain_snapshots)?;
-        let doc = store.read_dimensions()?.unwrap_or_else(|| EMPTY_DIMENSIONS.to_vec());
+        let doc = store
+            .read_dimensions()?
+            .unwrap_or_else(|| EMPTY_DIMENSIONS.to_vec());
         let dims = Dimensions::parse(&doc)
             .map_err(|e| Error::Internal(format!("stored dimensions.xml is invalid: {e}")))?;
         Ok(Arc::new(Engine {
@@ -68,7 +70,9 @@ impl Engine {
             store,
             snapshot: ArcSwap::from_pointee(Snapshot::empty(Arc::new(dims))),
             dims_doc: ArcSwap::from_pointee(doc),
-            writer: Arc::new(Mutex::new(WriterState { index: IndexWriter::new() })),
+            writer: Arc::new(Mutex::new(WriterState {
+                index: IndexWriter::new(),
+            })),
             queryable: AtomicBool::new(false),
             counters: Counters::default(),
             indexing,
@@ -124,7 +128,7 @@ impl Engine {
             self.snapshot.store(Arc::new(snap.clone()));
         }
         self.store.scan_raw(16 * 1024, |batch| {
-            let extracted: Vec<(String, Result<(Box<[_]>, u64)>)> = batch
+            let extracted: Vec<(String, Result<(DocValues, u64)>)> = batch
                 .into_par_iter()
                 .map(|(id, raw)| {
                     let r = discern_model::decode_record(&raw)
@@ -144,7 +148,11 @@ impl Engine {
             }
             Ok(())
         })?;
-        tracing::info!(items = snap.len(), ms = started.elapsed().as_millis() as u64, "index built");
+        tracing::info!(
+            items = snap.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "index built"
+        );
         guard.index = writer;
         self.snapshot.store(Arc::new(snap));
         Ok(())
@@ -152,7 +160,12 @@ impl Engine {
 
     /// Applies a changeset body (already decompressed). Blocking: call from a blocking
     /// thread with the writer held.
-    pub fn apply(&self, guard: &mut WriterGuard, ty: ChangesetType, body: impl Read) -> Result<ApplyOutcome> {
+    pub fn apply(
+        &self,
+        guard: &mut WriterGuard,
+        ty: ChangesetType,
+        body: impl Read,
+    ) -> Result<ApplyOutcome> {
         let base = self.snapshot.load_full();
         let outcome;
         if self.indexing {
@@ -171,10 +184,18 @@ impl Engine {
         } else {
             outcome = self.store.apply_changeset(ty, body, &mut |_| Ok(()))?;
         }
-        if let ApplyOutcome::Applied { created, modified, deleted, .. } = &outcome {
+        if let ApplyOutcome::Applied {
+            created,
+            modified,
+            deleted,
+            ..
+        } = &outcome
+        {
             self.counters.applied.fetch_add(1, Ordering::Relaxed);
             self.counters.created.fetch_add(*created, Ordering::Relaxed);
-            self.counters.modified.fetch_add(*modified, Ordering::Relaxed);
+            self.counters
+                .modified
+                .fetch_add(*modified, Ordering::Relaxed);
             self.counters.deleted.fetch_add(*deleted, Ordering::Relaxed);
         }
         Ok(outcome)
@@ -183,7 +204,8 @@ impl Engine {
     /// Validates and stores a new dimensions document. The caller then runs
     /// `reindex` with the same guard (in the background) to swap the new index in.
     pub fn set_dimensions(&self, _guard: &mut WriterGuard, doc: &[u8]) -> Result<Arc<Dimensions>> {
-        let dims = Dimensions::parse(doc).map_err(|e| Error::BadRequest(format!("invalid dimensions document: {e}")))?;
+        let dims = Dimensions::parse(doc)
+            .map_err(|e| Error::BadRequest(format!("invalid dimensions document: {e}")))?;
         self.store.write_dimensions(doc)?;
         self.dims_doc.store(Arc::new(doc.to_vec()));
         Ok(Arc::new(dims))

@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue, Interval, NumericSpec};
+use discern_dimensions::{
+    DimensionKind, Dimensions, ElementSet, IndexedValue, Interval, NumericSpec,
+};
 use discern_model::Result;
 use serde_json::{Map, Value as J};
 
@@ -40,10 +42,30 @@ pub struct Leaf {
 pub enum Matcher {
     /// Only a dimension: "has a value".
     Has,
-    Keyword { values: HashSet<String>, not: HashSet<String> },
-    Elements { set: Arc<ElementSet>, tree: bool, ordered: bool, wanted: Vec<u32>, isolated: Vec<u32>, not: Vec<u32> },
-    Numeric { set: Option<Interval>, scale: f64 },
-    Geo { reference: GeoRef, exact: f64, cull: Option<f64>, normal: f64, iso: Option<f64>, unit: Unit },
+    Keyword {
+        values: HashSet<String>,
+        not: HashSet<String>,
+    },
+    Elements {
+        set: Arc<ElementSet>,
+        tree: bool,
+        ordered: bool,
+        wanted: Vec<u32>,
+        isolated: Vec<u32>,
+        not: Vec<u32>,
+    },
+    Numeric {
+        set: Option<Interval>,
+        scale: f64,
+    },
+    Geo {
+        reference: GeoRef,
+        exact: f64,
+        cull: Option<f64>,
+        normal: f64,
+        iso: Option<f64>,
+        unit: Unit,
+    },
     Text(Box<TextMatcher>),
 }
 
@@ -55,11 +77,20 @@ pub struct Outcome {
     pub culled: bool,
 }
 
-pub(crate) fn parse_criteria(v: &J, path: &str, dims: &Dimensions, depth: usize) -> Result<Vec<Criterion>> {
+pub(crate) fn parse_criteria(
+    v: &J,
+    path: &str,
+    dims: &Dimensions,
+    depth: usize,
+) -> Result<Vec<Criterion>> {
     let J::Array(items) = v else {
         return Err(bad(path, format!("expected an array of criteria, got {v}")));
     };
-    items.iter().enumerate().map(|(i, c)| parse_criterion(c, &format!("{path}[{i}]"), dims, depth)).collect()
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, c)| parse_criterion(c, &format!("{path}[{i}]"), dims, depth))
+        .collect()
 }
 
 fn unit_f64(obj: &Map<String, J>, name: &str, path: &str, default: f64) -> Result<f64> {
@@ -68,7 +99,10 @@ fn unit_f64(obj: &Map<String, J>, name: &str, path: &str, default: f64) -> Resul
         Some(v) => {
             let x = as_f64(v, &format!("{path}.{name}"))?;
             if !(0.0..=1.0).contains(&x) {
-                return Err(bad(&format!("{path}.{name}"), format!("{x} is not in [0, 1]")));
+                return Err(bad(
+                    &format!("{path}.{name}"),
+                    format!("{x} is not in [0, 1]"),
+                ));
             }
             Ok(x)
         }
@@ -76,7 +110,10 @@ fn unit_f64(obj: &Map<String, J>, name: &str, path: &str, default: f64) -> Resul
 }
 
 fn flag(obj: &Map<String, J>, name: &str, path: &str) -> Result<bool> {
-    member(obj, name).map(|v| as_bool(v, &format!("{path}.{name}"))).transpose().map(|b| b.unwrap_or(false))
+    member(obj, name)
+        .map(|v| as_bool(v, &format!("{path}.{name}")))
+        .transpose()
+        .map(|b| b.unwrap_or(false))
 }
 
 /// A string or an array of strings/numbers as strings.
@@ -91,7 +128,11 @@ fn strings(v: Option<&J>, path: &str) -> Result<Vec<String>> {
     };
     match v {
         None => Ok(Vec::new()),
-        Some(J::Array(a)) => a.iter().enumerate().map(|(i, x)| one(x, &format!("{path}[{i}]"))).collect(),
+        Some(J::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| one(x, &format!("{path}[{i}]")))
+            .collect(),
         Some(x) => Ok(vec![one(x, path)?]),
     }
 }
@@ -112,16 +153,29 @@ fn parse_criterion(v: &J, path: &str, dims: &Dimensions, depth: usize) -> Result
     };
     let cull = flag(obj, "cull", path)?;
     let exact_match = flag(obj, "exactMatch", path)?;
-    let node = if member(obj, "dimension").is_none() && (member(obj, "criteria").is_some() || member(obj, "operator").is_some()) {
+    let node = if member(obj, "dimension").is_none()
+        && (member(obj, "criteria").is_some() || member(obj, "operator").is_some())
+    {
         if depth >= MAX_GROUP_DEPTH {
-            return Err(bad(path, format!("criteria groups nested deeper than {MAX_GROUP_DEPTH}")));
+            return Err(bad(
+                path,
+                format!("criteria groups nested deeper than {MAX_GROUP_DEPTH}"),
+            ));
         }
         let or = match member(obj, "operator") {
             None => false,
-            Some(op) => match as_str(op, &format!("{path}.operator"))?.to_ascii_lowercase().as_str() {
+            Some(op) => match as_str(op, &format!("{path}.operator"))?
+                .to_ascii_lowercase()
+                .as_str()
+            {
                 "and" => false,
                 "or" => true,
-                other => return Err(bad(&format!("{path}.operator"), format!("unknown operator {other:?} (and, or)"))),
+                other => {
+                    return Err(bad(
+                        &format!("{path}.operator"),
+                        format!("unknown operator {other:?} (and, or)"),
+                    ))
+                }
             },
         };
         let children = match member(obj, "criteria") {
@@ -132,13 +186,23 @@ fn parse_criterion(v: &J, path: &str, dims: &Dimensions, depth: usize) -> Result
     } else {
         Node::Leaf(parse_leaf(obj, path, dims)?)
     };
-    Ok(Criterion { weight, cull, exact_match, node })
+    Ok(Criterion {
+        weight,
+        cull,
+        exact_match,
+        node,
+    })
 }
 
 fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Leaf> {
     let dim_id = match member(obj, "dimension") {
         Some(d) => as_str(d, &format!("{path}.dimension"))?,
-        None => return Err(bad(path, "a criterion needs a dimension (or operator/criteria for a group)")),
+        None => {
+            return Err(bad(
+                path,
+                "a criterion needs a dimension (or operator/criteria for a group)",
+            ))
+        }
     };
     let mut leaf = Leaf {
         dim: None,
@@ -152,7 +216,10 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
         return Ok(leaf);
     }
     let Some(di) = dims.index_of(dim_id) else {
-        return Err(bad(&format!("{path}.dimension"), format!("unknown dimension {dim_id:?}")));
+        return Err(bad(
+            &format!("{path}.dimension"),
+            format!("unknown dimension {dim_id:?}"),
+        ));
     };
     leaf.dim = Some(di);
     let dim = &dims.dims[di];
@@ -160,8 +227,14 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
     leaf.matcher = match &dim.kind {
         DimensionKind::Keyword | DimensionKind::GroupBy => {
             let fold = |s: String| if dim.ignore_case { s.to_lowercase() } else { s };
-            let values: HashSet<String> = strings(member(obj, "value"), &p("value"))?.into_iter().map(fold).collect();
-            let not: HashSet<String> = strings(member(obj, "notValue"), &p("notValue"))?.into_iter().map(fold).collect();
+            let values: HashSet<String> = strings(member(obj, "value"), &p("value"))?
+                .into_iter()
+                .map(fold)
+                .collect();
+            let not: HashSet<String> = strings(member(obj, "notValue"), &p("notValue"))?
+                .into_iter()
+                .map(fold)
+                .collect();
             if values.is_empty() && not.is_empty() {
                 Matcher::Has
             } else {
@@ -171,7 +244,10 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
         DimensionKind::Tree(set) | DimensionKind::Ordered(set) | DimensionKind::Mutex(set) => {
             let tree = matches!(dim.kind, DimensionKind::Tree(_));
             let by_ids = |name: &str| -> Result<Vec<u32>> {
-                Ok(strings(member(obj, name), &p(name))?.iter().filter_map(|id| set.by_id.get(id).copied()).collect())
+                Ok(strings(member(obj, name), &p(name))?
+                    .iter()
+                    .filter_map(|id| set.by_id.get(id).copied())
+                    .collect())
             };
             let by_values = |name: &str| -> Result<Vec<u32>> {
                 let mut out = Vec::new();
@@ -183,10 +259,16 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             };
             let mut wanted = by_ids("id")?;
             wanted.extend(by_values("value")?);
-            let isolated = if tree { by_ids("isolatedId")? } else { Vec::new() };
+            let isolated = if tree {
+                by_ids("isolatedId")?
+            } else {
+                Vec::new()
+            };
             let mut not = by_ids("notId")?;
             not.extend(by_values("notValue")?);
-            let asked = ["id", "value", "isolatedId", "notId", "notValue"].iter().any(|m| member(obj, m).is_some());
+            let asked = ["id", "value", "isolatedId", "notId", "notValue"]
+                .iter()
+                .any(|m| member(obj, m).is_some());
             if !asked {
                 Matcher::Has
             } else {
@@ -211,13 +293,21 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
                 return Ok(leaf);
             };
             let num = |name: &str| member(obj, name).map(|v| as_f64(v, &p(name))).transpose();
-            let exact = num("exactDistance")?.unwrap_or(if reference.is_area() { 0.0 } else { 1.0 });
+            let exact =
+                num("exactDistance")?.unwrap_or(if reference.is_area() { 0.0 } else { 1.0 });
             let normal = num("normalDistance")?.unwrap_or(25.0);
             if normal <= 0.0 {
                 return Err(bad(&p("normalDistance"), "must be greater than 0"));
             }
             let iso = num("isoRelevanceDistance")?.filter(|x| *x > 0.0);
-            Matcher::Geo { reference, exact, cull: num("cullDistance")?, normal, iso, unit }
+            Matcher::Geo {
+                reference,
+                exact,
+                cull: num("cullDistance")?,
+                normal,
+                iso,
+                unit,
+            }
         }
         DimensionKind::Text(spec) => match TextMatcher::parse(obj, path, spec)? {
             Some(t) => Matcher::Text(Box::new(t)),
@@ -232,8 +322,13 @@ fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result
     let scalar = |v: &J, name: &str| -> Result<f64> {
         match v {
             J::Number(n) => n.as_f64().ok_or_else(|| bad(&p(name), "not a number")),
-            J::String(s) => spec.parse_value(s).ok_or_else(|| bad(&p(name), format!("{s:?} is not a value of this dimension"))),
-            other => Err(bad(&p(name), format!("expected a number or string, got {other}"))),
+            J::String(s) => spec
+                .parse_value(s)
+                .ok_or_else(|| bad(&p(name), format!("{s:?} is not a value of this dimension"))),
+            other => Err(bad(
+                &p(name),
+                format!("expected a number or string, got {other}"),
+            )),
         }
     };
     let min = member(obj, "min").map(|v| scalar(v, "min")).transpose()?;
@@ -247,7 +342,12 @@ fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result
         ),
         Some(v) => Some(Interval::point(scalar(v, "value")?)),
     };
-    let bounds = Interval { lo: min, lo_incl: min_incl, hi: max, hi_incl: max_incl };
+    let bounds = Interval {
+        lo: min,
+        lo_incl: min_incl,
+        hi: max,
+        hi_incl: max_incl,
+    };
     let set = match value {
         None if min.is_none() && max.is_none() => None,
         None => Some(bounds),
@@ -275,12 +375,18 @@ fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result
     };
     Ok(match set {
         None => Matcher::Has,
-        Some(set) => Matcher::Numeric { set: Some(set), scale },
+        Some(set) => Matcher::Numeric {
+            set: Some(set),
+            scale,
+        },
     })
 }
 
 fn flag_default(obj: &Map<String, J>, name: &str, path: &str, default: bool) -> Result<bool> {
-    member(obj, name).map(|v| as_bool(v, &format!("{path}.{name}"))).transpose().map(|b| b.unwrap_or(default))
+    member(obj, name)
+        .map(|v| as_bool(v, &format!("{path}.{name}")))
+        .transpose()
+        .map(|b| b.unwrap_or(default))
 }
 
 fn intersect(a: Interval, b: Interval) -> Interval {
@@ -296,7 +402,12 @@ fn intersect(a: Interval, b: Interval) -> Interval {
         (Some(x), _) => (Some(x), a.hi_incl),
         (None, y) => (y, b.hi_incl),
     };
-    Interval { lo, lo_incl, hi, hi_incl }
+    Interval {
+        lo,
+        lo_incl,
+        hi,
+        hi_incl,
+    }
 }
 
 /// Closeness of a tree node pair: 2·depth(lca) / (depth(a) + depth(b)).
@@ -341,15 +452,33 @@ impl Leaf {
                     (false, 0.0)
                 }
             }
-            (Matcher::Elements { set, tree, ordered, wanted, isolated, not }, IndexedValue::Elements(item)) => {
-                let hit = |w: u32, b: u32| if *tree { set.is_ancestor_or_self(w, b) } else { w == b };
+            (
+                Matcher::Elements {
+                    set,
+                    tree,
+                    ordered,
+                    wanted,
+                    isolated,
+                    not,
+                },
+                IndexedValue::Elements(item),
+            ) => {
+                let hit = |w: u32, b: u32| {
+                    if *tree {
+                        set.is_ancestor_or_self(w, b)
+                    } else {
+                        w == b
+                    }
+                };
                 if item.iter().any(|&b| not.iter().any(|&n| hit(n, b))) {
                     return excluded(0.0);
                 }
                 if wanted.is_empty() && isolated.is_empty() {
                     return (true, self.exact_rel);
                 }
-                let exact = item.iter().any(|&b| wanted.iter().any(|&w| hit(w, b)) || isolated.contains(&b));
+                let exact = item
+                    .iter()
+                    .any(|&b| wanted.iter().any(|&w| hit(w, b)) || isolated.contains(&b));
                 if exact {
                     return (true, self.exact_rel);
                 }
@@ -369,7 +498,9 @@ impl Leaf {
                 (false, self.fuzzy_rel * best)
             }
             (Matcher::Numeric { set, scale }, v) => {
-                let Some(set) = set else { return (true, self.exact_rel) };
+                let Some(set) = set else {
+                    return (true, self.exact_rel);
+                };
                 let mut exact = false;
                 let mut d = f64::INFINITY;
                 let mut visit = |x: f64| {
@@ -386,25 +517,44 @@ impl Leaf {
                 if exact {
                     return (true, self.exact_rel);
                 }
-                let s = if *scale > 0.0 { *scale } else { ctx.scale(self.dim.unwrap_or(0)) };
+                let s = if *scale > 0.0 {
+                    *scale
+                } else {
+                    ctx.scale(self.dim.unwrap_or(0))
+                };
                 (false, self.fuzzy_rel * numeric_closeness(d, s))
             }
             (Matcher::Geo { .. }, IndexedValue::Points(_)) => {
                 let (exact, r, _) = self.geo_eval(value);
                 (exact, r)
             }
-            (Matcher::Text(t), IndexedValue::Text(_)) => t.eval(doc, self.exact_rel, self.fuzzy_rel),
+            (Matcher::Text(t), IndexedValue::Text(_)) => {
+                t.eval(doc, self.exact_rel, self.fuzzy_rel)
+            }
             _ => (false, 0.0),
         }
     }
 
     /// Geo: (exact, r, dropped by cullDistance).
     pub fn geo_eval(&self, value: &IndexedValue) -> (bool, f64, bool) {
-        let (Matcher::Geo { reference, exact, cull, normal, iso, unit }, IndexedValue::Points(ps)) = (&self.matcher, value)
+        let (
+            Matcher::Geo {
+                reference,
+                exact,
+                cull,
+                normal,
+                iso,
+                unit,
+            },
+            IndexedValue::Points(ps),
+        ) = (&self.matcher, value)
         else {
             return (false, 0.0, false);
         };
-        let mut d = ps.iter().map(|&(la, lo)| reference.distance(la, lo, *unit)).fold(f64::INFINITY, f64::min);
+        let mut d = ps
+            .iter()
+            .map(|&(la, lo)| reference.distance(la, lo, *unit))
+            .fold(f64::INFINITY, f64::min);
         if let Some(step) = iso {
             d = (d / step).floor() * step;
         }
@@ -415,7 +565,11 @@ impl Leaf {
         if d <= *exact {
             return (true, self.exact_rel, dropped);
         }
-        (false, self.fuzzy_rel / (1.0 + (d - exact) / normal), dropped)
+        (
+            false,
+            self.fuzzy_rel / (1.0 + (d - exact) / normal),
+            dropped,
+        )
     }
 }
 
@@ -434,19 +588,30 @@ impl Criterion {
     pub fn eval(&self, values: &[Option<IndexedValue>], doc: u32, ctx: &EvalCtx) -> Outcome {
         let mut out = match &self.node {
             Node::Leaf(leaf) => {
-                let v = leaf.dim.and_then(|d| values.get(d).and_then(|x| x.as_ref()));
+                let v = leaf
+                    .dim
+                    .and_then(|d| values.get(d).and_then(|x| x.as_ref()));
                 let (exact, r) = leaf.eval(v, doc, ctx);
                 let geo_dropped = match (&leaf.matcher, v) {
                     (Matcher::Geo { .. }, Some(v)) => leaf.geo_eval(v).2,
                     _ => false,
                 };
-                Outcome { exact, r, culled: geo_dropped }
+                Outcome {
+                    exact,
+                    r,
+                    culled: geo_dropped,
+                }
             }
             Node::Group { or, children } => {
-                let outs: Vec<Outcome> = children.iter().map(|c| c.eval(values, doc, ctx)).collect();
+                let outs: Vec<Outcome> =
+                    children.iter().map(|c| c.eval(values, doc, ctx)).collect();
                 let culled = outs.iter().any(|o| o.culled);
                 if children.is_empty() {
-                    Outcome { exact: true, r: 1.0, culled }
+                    Outcome {
+                        exact: true,
+                        r: 1.0,
+                        culled,
+                    }
                 } else if *or {
                     Outcome {
                         exact: outs.iter().any(|o| o.exact),
@@ -454,8 +619,16 @@ impl Criterion {
                         culled,
                     }
                 } else {
-                    let pairs: Vec<(f64, f64)> = children.iter().zip(&outs).map(|(c, o)| (c.weight, o.r)).collect();
-                    Outcome { exact: outs.iter().all(|o| o.exact), r: weighted_mean(&pairs), culled }
+                    let pairs: Vec<(f64, f64)> = children
+                        .iter()
+                        .zip(&outs)
+                        .map(|(c, o)| (c.weight, o.r))
+                        .collect();
+                    Outcome {
+                        exact: outs.iter().all(|o| o.exact),
+                        r: weighted_mean(&pairs),
+                        culled,
+                    }
                 }
             }
         };

@@ -76,7 +76,12 @@ pub struct Filter<'a> {
 }
 
 /// Evaluates `criteria` for every item of `snap`.
-pub fn evaluate(snap: &Snapshot, criteria: &mut [Criterion], filter: &Filter<'_>, sort: bool) -> Results {
+pub fn evaluate(
+    snap: &Snapshot,
+    criteria: &mut [Criterion],
+    filter: &Filter<'_>,
+    sort: bool,
+) -> Results {
     let mut scales = vec![0.0; snap.dims.len()];
     prepare(criteria, snap, &mut scales);
     let ctx = EvalCtx { scales };
@@ -115,10 +120,16 @@ pub fn evaluate(snap: &Snapshot, criteria: &mut [Criterion], filter: &Filter<'_>
                     }
                     (exact, weighted_mean(&pairs))
                 };
-                if !(exact || r > 0.0) || (filter.exact_only && !exact) {
+                let is_result = exact || r > 0.0;
+                if !is_result || (filter.exact_only && !exact) {
                     return None;
                 }
-                Some(Hit { doc: n, id: doc.id.clone(), exact, r })
+                Some(Hit {
+                    doc: n,
+                    id: doc.id.clone(),
+                    exact,
+                    r,
+                })
             })
         })
         .collect();

@@ -76,7 +76,10 @@ impl GeoRef {
         match (member(obj, "latitude"), member(obj, "longitude")) {
             (Some(J::Array(la)), Some(J::Array(lo))) => {
                 if la.len() != lo.len() {
-                    return Err(bad(&p("latitude"), "latitude and longitude arrays differ in length"));
+                    return Err(bad(
+                        &p("latitude"),
+                        "latitude and longitude arrays differ in length",
+                    ));
                 }
                 for (i, (a, b)) in la.iter().zip(lo).enumerate() {
                     let lat = as_f64(a, &format!("{path}.latitude[{i}]"))?;
@@ -89,13 +92,22 @@ impl GeoRef {
                 let lon = as_f64(b, &p("longitude"))?;
                 r.points.push(check_point(lat, lon, path)?);
             }
-            (Some(_), None) => return Err(bad(&p("longitude"), "latitude given without longitude")),
+            (Some(_), None) => {
+                return Err(bad(&p("longitude"), "latitude given without longitude"))
+            }
             (None, Some(_)) => return Err(bad(&p("latitude"), "longitude given without latitude")),
             (None, None) => {}
         }
         if let Some(z) = member(obj, "zipcode") {
             let zips: Vec<String> = match z {
-                J::Array(a) => a.iter().map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).collect(),
+                J::Array(a) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| x.to_string())
+                    })
+                    .collect(),
                 J::String(s) => vec![s.clone()],
                 other => vec![other.to_string()],
             };
@@ -110,14 +122,21 @@ impl GeoRef {
             r.add_geojson(g, &p("placemarks"), 0)?;
         }
         if let Some(s) = member(obj, "shapes") {
-            let J::Array(shapes) = s else { return Err(bad(&p("shapes"), "expected an array")) };
+            let J::Array(shapes) = s else {
+                return Err(bad(&p("shapes"), "expected an array"));
+            };
             for (i, sh) in shapes.iter().enumerate() {
                 let sp = format!("{path}.shapes[{i}]");
-                let (Some(J::Array(la)), Some(J::Array(lo))) = (sh.get("latitude"), sh.get("longitude")) else {
+                let (Some(J::Array(la)), Some(J::Array(lo))) =
+                    (sh.get("latitude"), sh.get("longitude"))
+                else {
                     return Err(bad(&sp, "a shape needs latitude and longitude arrays"));
                 };
                 if la.len() != lo.len() || la.len() < 3 {
-                    return Err(bad(&sp, "a shape needs at least 3 points in equal-length arrays"));
+                    return Err(bad(
+                        &sp,
+                        "a shape needs at least 3 points in equal-length arrays",
+                    ));
                 }
                 let mut ring = Vec::new();
                 for (a, b) in la.iter().zip(lo) {
@@ -144,17 +163,42 @@ impl GeoRef {
                 return Ok(());
             }
             J::Object(_) => {}
-            other => return Err(bad(path, format!("expected a GeoJSON geometry, got {other}"))),
+            other => {
+                return Err(bad(
+                    path,
+                    format!("expected a GeoJSON geometry, got {other}"),
+                ))
+            }
         }
         let ty = g.get("type").and_then(J::as_str).unwrap_or("");
         let coords = g.get("coordinates");
         let need = || bad(path, format!("GeoJSON {ty} needs coordinates"));
         match ty {
-            "Feature" => return self.add_geojson(g.get("geometry").unwrap_or(&J::Null), &format!("{path}.geometry"), depth + 1),
-            "FeatureCollection" => return self.add_geojson(g.get("features").unwrap_or(&J::Null), &format!("{path}.features"), depth + 1),
-            "GeometryCollection" => return self.add_geojson(g.get("geometries").unwrap_or(&J::Null), &format!("{path}.geometries"), depth + 1),
+            "Feature" => {
+                return self.add_geojson(
+                    g.get("geometry").unwrap_or(&J::Null),
+                    &format!("{path}.geometry"),
+                    depth + 1,
+                )
+            }
+            "FeatureCollection" => {
+                return self.add_geojson(
+                    g.get("features").unwrap_or(&J::Null),
+                    &format!("{path}.features"),
+                    depth + 1,
+                )
+            }
+            "GeometryCollection" => {
+                return self.add_geojson(
+                    g.get("geometries").unwrap_or(&J::Null),
+                    &format!("{path}.geometries"),
+                    depth + 1,
+                )
+            }
             "Point" => self.points.push(position(coords.ok_or_else(need)?, path)?),
-            "MultiPoint" => self.points.extend(positions(coords.ok_or_else(need)?, path)?),
+            "MultiPoint" => self
+                .points
+                .extend(positions(coords.ok_or_else(need)?, path)?),
             "LineString" => self.lines.push(positions(coords.ok_or_else(need)?, path)?),
             "MultiLineString" => {
                 for l in array(coords.ok_or_else(need)?, path)? {
@@ -175,13 +219,17 @@ impl GeoRef {
 
 fn check_point(lat: f64, lon: f64, path: &str) -> Result<(f64, f64)> {
     if lat.abs() > 90.0 || lon.abs() > 180.0 {
-        return Err(bad(path, format!("({lat}, {lon}) is not a valid coordinate")));
+        return Err(bad(
+            path,
+            format!("({lat}, {lon}) is not a valid coordinate"),
+        ));
     }
     Ok((lat, lon))
 }
 
 fn array<'a>(v: &'a J, path: &str) -> Result<&'a Vec<J>> {
-    v.as_array().ok_or_else(|| bad(path, "expected GeoJSON coordinates array"))
+    v.as_array()
+        .ok_or_else(|| bad(path, "expected GeoJSON coordinates array"))
 }
 
 fn position(v: &J, path: &str) -> Result<(f64, f64)> {
@@ -235,7 +283,11 @@ fn polyline_distance(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64
         let (py, px) = (lat, lon * k);
         let (dx, dy) = (bx - ax, by - ay);
         let len2 = dx * dx + dy * dy;
-        let t = if len2 == 0.0 { 0.0 } else { (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0) };
+        let t = if len2 == 0.0 {
+            0.0
+        } else {
+            (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0)
+        };
         let (cy, cx) = (ay + t * dy, (ax + t * dx) / k);
         best = best.min(haversine(lat, lon, cy, cx, unit));
     }
@@ -252,8 +304,17 @@ mod tests {
         assert_eq!(d, 0.0);
         let nyc_la = haversine(40.7128, -74.0060, 34.0522, -118.2437, Unit::Km);
         assert!((nyc_la - 3936.0).abs() < 10.0);
-        let square = vec![vec![vec![(0.0, 0.0), (0.0, 1.0), (1.0, 1.0), (1.0, 0.0), (0.0, 0.0)]]];
-        let r = GeoRef { polygons: square, ..Default::default() };
+        let square = vec![vec![vec![
+            (0.0, 0.0),
+            (0.0, 1.0),
+            (1.0, 1.0),
+            (1.0, 0.0),
+            (0.0, 0.0),
+        ]]];
+        let r = GeoRef {
+            polygons: square,
+            ..Default::default()
+        };
         assert_eq!(r.distance(0.5, 0.5, Unit::Miles), 0.0);
         assert!(r.distance(0.5, 2.0, Unit::Miles) > 60.0);
     }

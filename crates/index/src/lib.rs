@@ -24,7 +24,7 @@ const CHUNK: usize = 1024;
 pub struct Doc {
     pub id: Arc<str>,
     /// One entry per dimension, in document order; `None` = no indexed value.
-    pub values: Box<[Option<IndexedValue>]>,
+    pub values: DocValues,
 }
 
 #[derive(Clone, Default, Debug)]
@@ -42,7 +42,11 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn empty(dims: Arc<Dimensions>) -> Snapshot {
-        Snapshot { dims, chunks: Vec::new(), live: 0 }
+        Snapshot {
+            dims,
+            chunks: Vec::new(),
+            live: 0,
+        }
     }
 
     /// Number of items indexed.
@@ -55,7 +59,11 @@ impl Snapshot {
 
     /// The document with doc number `n`.
     pub fn doc(&self, n: u32) -> Option<&Doc> {
-        self.chunks.get(n as usize / CHUNK)?.docs.get(n as usize % CHUNK)?.as_ref()
+        self.chunks
+            .get(n as usize / CHUNK)?
+            .docs
+            .get(n as usize % CHUNK)?
+            .as_ref()
     }
 
     pub(crate) fn chunks(&self) -> &[Arc<Chunk>] {
@@ -85,8 +93,11 @@ impl Snapshot {
     }
 }
 
+/// One indexed value slot per dimension, in document order.
+pub type DocValues = Box<[Option<IndexedValue>]>;
+
 /// The values every dimension indexes for a record, and the count of unreadable values.
-pub fn index_values(dims: &Dimensions, record: &Record) -> (Box<[Option<IndexedValue>]>, u64) {
+pub fn index_values(dims: &Dimensions, record: &Record) -> (DocValues, u64) {
     let mut errors = 0u64;
     let values = dims
         .dims
@@ -110,9 +121,20 @@ pub struct IndexWriter {
 }
 
 enum Undo {
-    Added { id: Arc<str>, from_free: bool, doc: u32 },
-    Removed { id: Arc<str>, doc: u32 },
-    Cleared { by_id: HashMap<Arc<str>, u32>, free: Vec<u32>, next: u32 },
+    Added {
+        id: Arc<str>,
+        from_free: bool,
+        doc: u32,
+    },
+    Removed {
+        id: Arc<str>,
+        doc: u32,
+    },
+    Cleared {
+        by_id: HashMap<Arc<str>, u32>,
+        free: Vec<u32>,
+        next: u32,
+    },
 }
 
 /// Builds the next snapshot from the current one. Dropping it without `commit`
@@ -129,7 +151,12 @@ pub struct Builder<'w> {
 
 impl IndexWriter {
     pub fn new() -> IndexWriter {
-        IndexWriter { by_id: HashMap::new(), free: Vec::new(), next: 0, errors: 0 }
+        IndexWriter {
+            by_id: HashMap::new(),
+            free: Vec::new(),
+            next: 0,
+            errors: 0,
+        }
     }
 
     pub fn begin<'w>(&'w mut self, base: &Snapshot) -> Builder<'w> {
@@ -155,7 +182,9 @@ impl Builder<'_> {
     fn slot(&mut self, doc: u32) -> &mut Option<Doc> {
         let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
         while self.chunks.len() <= c {
-            self.chunks.push(Arc::new(Chunk { docs: vec![None; CHUNK] }));
+            self.chunks.push(Arc::new(Chunk {
+                docs: vec![None; CHUNK],
+            }));
         }
         &mut Arc::make_mut(&mut self.chunks[c]).docs[i]
     }
@@ -167,7 +196,7 @@ impl Builder<'_> {
     }
 
     /// Like `upsert`, with values extracted beforehand (e.g. in parallel).
-    pub fn upsert_values(&mut self, id: &str, values: Box<[Option<IndexedValue>]>, errors: u64) {
+    pub fn upsert_values(&mut self, id: &str, values: DocValues, errors: u64) {
         self.errors += errors;
         let (doc, key) = match self.writer.by_id.get_key_value(id) {
             Some((k, &doc)) => (doc, k.clone()),
@@ -181,7 +210,11 @@ impl Builder<'_> {
                     }
                 };
                 self.writer.by_id.insert(key.clone(), doc);
-                self.undo.push(Undo::Added { id: key.clone(), from_free, doc });
+                self.undo.push(Undo::Added {
+                    id: key.clone(),
+                    from_free,
+                    doc,
+                });
                 self.live += 1;
                 (doc, key)
             }
@@ -211,7 +244,11 @@ impl Builder<'_> {
         self.committed = true;
         self.writer.errors += self.errors;
         self.undo.clear();
-        Snapshot { dims: self.dims.clone(), chunks: std::mem::take(&mut self.chunks), live: self.live }
+        Snapshot {
+            dims: self.dims.clone(),
+            chunks: std::mem::take(&mut self.chunks),
+            live: self.live,
+        }
     }
 }
 
@@ -250,7 +287,10 @@ mod tests {
     use discern_model::Value;
 
     fn dims() -> Arc<Dimensions> {
-        Arc::new(Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>").unwrap())
+        Arc::new(
+            Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>")
+                .unwrap(),
+        )
     }
 
     #[test]

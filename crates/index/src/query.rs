@@ -42,7 +42,12 @@ pub(crate) fn member<'a>(obj: &'a Map<String, J>, name: &str) -> Option<&'a J> {
 pub(crate) fn as_f64(v: &J, path: &str) -> Result<f64> {
     match v {
         J::Number(n) => n.as_f64().ok_or_else(|| bad(path, "not a number")),
-        J::String(s) => s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| bad(path, format!("{s:?} is not a number"))),
+        J::String(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| bad(path, format!("{s:?} is not a number"))),
         other => Err(bad(path, format!("expected a number, got {other}"))),
     }
 }
@@ -50,7 +55,10 @@ pub(crate) fn as_f64(v: &J, path: &str) -> Result<f64> {
 pub(crate) fn as_usize(v: &J, path: &str) -> Result<usize> {
     let x = as_f64(v, path)?;
     if x < 0.0 || x.fract() != 0.0 || x > 1e15 {
-        return Err(bad(path, format!("expected a non-negative integer, got {v}")));
+        return Err(bad(
+            path,
+            format!("expected a non-negative integer, got {v}"),
+        ));
     }
     Ok(x as usize)
 }
@@ -65,7 +73,8 @@ pub(crate) fn as_bool(v: &J, path: &str) -> Result<bool> {
 }
 
 pub(crate) fn as_str<'a>(v: &'a J, path: &str) -> Result<&'a str> {
-    v.as_str().ok_or_else(|| bad(path, format!("expected a string, got {v}")))
+    v.as_str()
+        .ok_or_else(|| bad(path, format!("expected a string, got {v}")))
 }
 
 fn string_list(v: &J, path: &str) -> Result<Vec<String>> {
@@ -76,10 +85,16 @@ fn string_list(v: &J, path: &str) -> Result<Vec<String>> {
             .map(|(i, x)| match x {
                 J::String(s) => Ok(s.clone()),
                 J::Number(n) => Ok(n.to_string()),
-                other => Err(bad(&format!("{path}[{i}]"), format!("expected a string, got {other}"))),
+                other => Err(bad(
+                    &format!("{path}[{i}]"),
+                    format!("expected a string, got {other}"),
+                )),
             })
             .collect(),
-        other => Err(bad(path, format!("expected an array of strings, got {other}"))),
+        other => Err(bad(
+            path,
+            format!("expected an array of strings, got {other}"),
+        )),
     }
 }
 
@@ -87,14 +102,22 @@ fn dimension_list(v: &J, path: &str, dims: &Dimensions) -> Result<Vec<String>> {
     let list = string_list(v, path)?;
     for (i, d) in list.iter().enumerate() {
         if dims.get(d).is_none() {
-            return Err(bad(&format!("{path}[{i}]"), format!("unknown dimension {d:?}")));
+            return Err(bad(
+                &format!("{path}[{i}]"),
+                format!("unknown dimension {d:?}"),
+            ));
         }
     }
     Ok(list)
 }
 
 fn root_object(body: &J) -> Result<&Map<String, J>> {
-    body.as_object().ok_or_else(|| Error::bad(format!("the request must be a JSON object, got {}", kind(body))))
+    body.as_object().ok_or_else(|| {
+        Error::bad(format!(
+            "the request must be a JSON object, got {}",
+            kind(body)
+        ))
+    })
 }
 
 fn kind(v: &J) -> &'static str {
@@ -114,21 +137,56 @@ pub fn parse_query(body: &J, dims: &Dimensions, max_paged_docs: usize) -> Result
         Some(c) => parse_criteria(c, "criteria", dims, 0)?,
         None => Vec::new(),
     };
-    let start = member(obj, "startIndex").map(|v| as_usize(v, "startIndex")).transpose()?.unwrap_or(0);
-    let page_size = member(obj, "pageSize").map(|v| as_usize(v, "pageSize")).transpose()?.unwrap_or(0);
+    let start = member(obj, "startIndex")
+        .map(|v| as_usize(v, "startIndex"))
+        .transpose()?
+        .unwrap_or(0);
+    let page_size = member(obj, "pageSize")
+        .map(|v| as_usize(v, "pageSize"))
+        .transpose()?
+        .unwrap_or(0);
     if start.saturating_add(page_size) > max_paged_docs {
         return Err(Error::bad(format!(
             "startIndex + pageSize = {} is beyond max-paged-docs ({max_paged_docs}); use /ws/export for bulk reads",
             start.saturating_add(page_size)
         )));
     }
-    let items = member(obj, "items").map(|v| string_list(v, "items")).transpose()?.map(|l| l.into_iter().collect());
-    let not_items = member(obj, "notItems").map(|v| string_list(v, "notItems")).transpose()?.unwrap_or_default().into_iter().collect();
-    let exact_only = member(obj, "exactMatchesOnly").map(|v| as_bool(v, "exactMatchesOnly")).transpose()?.unwrap_or(false);
-    let properties = member(obj, "properties").map(|v| string_list(v, "properties")).transpose()?;
-    let values = member(obj, "values").map(|v| dimension_list(v, "values", dims)).transpose()?.unwrap_or_default();
-    let render_parameters = member(obj, "renderParameters").map(|v| as_bool(v, "renderParameters")).transpose()?.unwrap_or(false);
-    Ok(Query { criteria, start, page_size, items, not_items, exact_only, properties, values, render_parameters })
+    let items = member(obj, "items")
+        .map(|v| string_list(v, "items"))
+        .transpose()?
+        .map(|l| l.into_iter().collect());
+    let not_items = member(obj, "notItems")
+        .map(|v| string_list(v, "notItems"))
+        .transpose()?
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let exact_only = member(obj, "exactMatchesOnly")
+        .map(|v| as_bool(v, "exactMatchesOnly"))
+        .transpose()?
+        .unwrap_or(false);
+    let properties = member(obj, "properties")
+        .map(|v| string_list(v, "properties"))
+        .transpose()?;
+    let values = member(obj, "values")
+        .map(|v| dimension_list(v, "values", dims))
+        .transpose()?
+        .unwrap_or_default();
+    let render_parameters = member(obj, "renderParameters")
+        .map(|v| as_bool(v, "renderParameters"))
+        .transpose()?
+        .unwrap_or(false);
+    Ok(Query {
+        criteria,
+        start,
+        page_size,
+        items,
+        not_items,
+        exact_only,
+        properties,
+        values,
+        render_parameters,
+    })
 }
 
 pub fn parse_export(body: &J, dims: &Dimensions) -> Result<ExportRequest> {
@@ -138,9 +196,21 @@ pub fn parse_export(body: &J, dims: &Dimensions) -> Result<ExportRequest> {
             Some(c) => parse_criteria(c, "criteria", dims, 0)?,
             None => Vec::new(),
         },
-        scores: member(obj, "scores").map(|v| as_bool(v, "scores")).transpose()?.unwrap_or(false),
-        sources: member(obj, "sources").map(|v| as_bool(v, "sources")).transpose()?.unwrap_or(false),
-        exact_only: member(obj, "exactMatchesOnly").map(|v| as_bool(v, "exactMatchesOnly")).transpose()?.unwrap_or(false),
-        values: member(obj, "values").map(|v| dimension_list(v, "values", dims)).transpose()?.unwrap_or_default(),
+        scores: member(obj, "scores")
+            .map(|v| as_bool(v, "scores"))
+            .transpose()?
+            .unwrap_or(false),
+        sources: member(obj, "sources")
+            .map(|v| as_bool(v, "sources"))
+            .transpose()?
+            .unwrap_or(false),
+        exact_only: member(obj, "exactMatchesOnly")
+            .map(|v| as_bool(v, "exactMatchesOnly"))
+            .transpose()?
+            .unwrap_or(false),
+        values: member(obj, "values")
+            .map(|v| dimension_list(v, "values", dims))
+            .transpose()?
+            .unwrap_or_default(),
     })
 }

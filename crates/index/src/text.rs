@@ -35,17 +35,36 @@ struct FieldQuery {
 impl TextMatcher {
     pub fn parse(obj: &Map<String, J>, path: &str, spec: &TextSpec) -> Result<Option<TextMatcher>> {
         let p = |n: &str| format!("{path}.{n}");
-        let Some(value) = member(obj, "value") else { return Ok(None) };
+        let Some(value) = member(obj, "value") else {
+            return Ok(None);
+        };
         let text = match value {
             J::String(s) => s.clone(),
-            J::Array(a) => a.iter().map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).collect::<Vec<_>>().join(" "),
+            J::Array(a) => a
+                .iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| x.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
             other => other.to_string(),
         };
         let selected: Option<Vec<String>> = match member(obj, "fields") {
             None => None,
-            Some(J::Array(a)) => Some(a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect()),
+            Some(J::Array(a)) => Some(
+                a.iter()
+                    .map(|x| x.as_str().unwrap_or_default().to_string())
+                    .collect(),
+            ),
             Some(J::String(s)) => Some(vec![s.clone()]),
-            Some(other) => return Err(bad(&p("fields"), format!("expected an array of field ids, got {other}"))),
+            Some(other) => {
+                return Err(bad(
+                    &p("fields"),
+                    format!("expected an array of field ids, got {other}"),
+                ))
+            }
         };
         if let Some(sel) = &selected {
             for f in sel {
@@ -57,9 +76,16 @@ impl TextMatcher {
         let boosts = match member(obj, "fieldBoosts") {
             None => Map::new(),
             Some(J::Object(m)) => m.clone(),
-            Some(other) => return Err(bad(&p("fieldBoosts"), format!("expected an object, got {other}"))),
+            Some(other) => {
+                return Err(bad(
+                    &p("fieldBoosts"),
+                    format!("expected an object, got {other}"),
+                ))
+            }
         };
-        let ignore_len = member(obj, "ignoreFieldLength").map(|v| as_bool(v, &p("ignoreFieldLength"))).transpose()?;
+        let ignore_len = member(obj, "ignoreFieldLength")
+            .map(|v| as_bool(v, &p("ignoreFieldLength")))
+            .transpose()?;
         let ignore_idf = member(obj, "ignoreInverseDocumentFrequency")
             .map(|v| as_bool(v, &p("ignoreInverseDocumentFrequency")))
             .transpose()?
@@ -69,7 +95,12 @@ impl TextMatcher {
             Some(v) => match as_str(v, &p("exactRequires"))? {
                 "any" => false,
                 "all" => true,
-                other => return Err(bad(&p("exactRequires"), format!("{other:?} is not any or all"))),
+                other => {
+                    return Err(bad(
+                        &p("exactRequires"),
+                        format!("{other:?} is not any or all"),
+                    ))
+                }
             },
         };
         let prefix_last = match member(obj, "searchStyle") {
@@ -77,10 +108,18 @@ impl TextMatcher {
             Some(v) => match as_str(v, &p("searchStyle"))? {
                 "words" => false,
                 "startsWith" => true,
-                other => return Err(bad(&p("searchStyle"), format!("{other:?} is not words or startsWith"))),
+                other => {
+                    return Err(bad(
+                        &p("searchStyle"),
+                        format!("{other:?} is not words or startsWith"),
+                    ))
+                }
             },
         };
-        let min_prefix = member(obj, "minStartsWithLength").map(|v| as_f64(v, &p("minStartsWithLength"))).transpose()?.unwrap_or(1.0);
+        let min_prefix = member(obj, "minStartsWithLength")
+            .map(|v| as_f64(v, &p("minStartsWithLength")))
+            .transpose()?
+            .unwrap_or(1.0);
         let mut fields = Vec::new();
         for (i, f) in spec.fields.iter().enumerate() {
             if selected.as_ref().is_some_and(|s| !s.contains(&f.id)) {
@@ -93,14 +132,30 @@ impl TextMatcher {
             let mut terms = f.analyzer.tokens(&text);
             let mut seen = std::collections::HashSet::new();
             terms.retain(|t| seen.insert(t.clone()));
-            fields.push(FieldQuery { index: i, boost, ignore_length: ignore_len.unwrap_or(f.ignore_field_length), terms });
+            fields.push(FieldQuery {
+                index: i,
+                boost,
+                ignore_length: ignore_len.unwrap_or(f.ignore_field_length),
+                terms,
+            });
         }
         let n_terms = fields.first().map(|f| f.terms.len()).unwrap_or(0);
         if n_terms == 0 {
             return Ok(None);
         }
-        let prefix_last = prefix_last && fields.first().and_then(|f| f.terms.last()).is_some_and(|t| t.chars().count() as f64 >= min_prefix);
-        Ok(Some(TextMatcher { fields, n_terms, require_all, ignore_idf, prefix_last, prepared: HashMap::new() }))
+        let prefix_last = prefix_last
+            && fields
+                .first()
+                .and_then(|f| f.terms.last())
+                .is_some_and(|t| t.chars().count() as f64 >= min_prefix);
+        Ok(Some(TextMatcher {
+            fields,
+            n_terms,
+            require_all,
+            ignore_idf,
+            prefix_last,
+            prepared: HashMap::new(),
+        }))
     }
 
     fn term_matches(&self, term_idx: usize, term: &str, token: &str) -> bool {
@@ -122,10 +177,15 @@ impl TextMatcher {
         let mut with_field = vec![0u64; nf];
         let per_doc = |toks: &[Vec<String>], fq: &FieldQuery, t: usize| -> u32 {
             let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
-            toks.get(fq.index).map(|ts| ts.iter().filter(|x| self.term_matches(t, term, x)).count() as u32).unwrap_or(0)
+            toks.get(fq.index)
+                .map(|ts| ts.iter().filter(|x| self.term_matches(t, term, x)).count() as u32)
+                .unwrap_or(0)
         };
         for doc in snap.docs() {
-            let Some(IndexedValue::Text(toks)) = doc.values.get(dim).and_then(|v| v.as_ref()) else { continue };
+            let Some(IndexedValue::Text(toks)) = doc.values.get(dim).and_then(|v| v.as_ref())
+            else {
+                continue;
+            };
             let mut any = vec![false; self.n_terms];
             for (fi, fq) in self.fields.iter().enumerate() {
                 let len = toks.get(fq.index).map(|t| t.len()).unwrap_or(0) as u64;
@@ -146,7 +206,13 @@ impl TextMatcher {
                 }
             }
         }
-        let idf = |df: u64| if self.ignore_idf { 1.0 } else { (1.0 + (n_docs - df as f64 + 0.5) / (df as f64 + 0.5)).ln() };
+        let idf = |df: u64| {
+            if self.ignore_idf {
+                1.0
+            } else {
+                (1.0 + (n_docs - df as f64 + 0.5) / (df as f64 + 0.5)).ln()
+            }
+        };
         let weights: Vec<f64> = df_any.iter().map(|&d| idf(d)).collect();
         let wsum: f64 = weights.iter().sum();
         let mut raw: Vec<(u32, bool, f64, f64)> = Vec::new();
@@ -154,19 +220,27 @@ impl TextMatcher {
         for (c, chunk) in snap.chunks().iter().enumerate() {
             for (i, slot) in chunk.docs.iter().enumerate() {
                 let Some(doc) = slot else { continue };
-                let Some(IndexedValue::Text(toks)) = doc.values.get(dim).and_then(|v| v.as_ref()) else { continue };
+                let Some(IndexedValue::Text(toks)) = doc.values.get(dim).and_then(|v| v.as_ref())
+                else {
+                    continue;
+                };
                 let mut score = 0.0;
                 let mut contained = vec![false; self.n_terms];
                 for (fi, fq) in self.fields.iter().enumerate() {
                     let len = toks.get(fq.index).map(|t| t.len()).unwrap_or(0) as f64;
-                    let avg = if with_field[fi] > 0 { total_len[fi] as f64 / with_field[fi] as f64 } else { 1.0 };
+                    let avg = if with_field[fi] > 0 {
+                        total_len[fi] as f64 / with_field[fi] as f64
+                    } else {
+                        1.0
+                    };
                     let b = if fq.ignore_length { 0.0 } else { B };
                     let mut fs = 0.0;
                     for (t, ct) in contained.iter_mut().enumerate() {
                         let tf = per_doc(toks, fq, t) as f64;
                         if tf > 0.0 {
                             *ct = true;
-                            fs += idf(df[fi][t]) * tf * (K1 + 1.0) / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
+                            fs += idf(df[fi][t]) * tf * (K1 + 1.0)
+                                / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
                         }
                     }
                     score += fq.boost * fs;
@@ -176,11 +250,21 @@ impl TextMatcher {
                     continue;
                 }
                 let m = if wsum > 0.0 {
-                    contained.iter().zip(&weights).filter(|(c, _)| **c).map(|(_, w)| w).sum::<f64>() / wsum
+                    contained
+                        .iter()
+                        .zip(&weights)
+                        .filter(|(c, _)| **c)
+                        .map(|(_, w)| w)
+                        .sum::<f64>()
+                        / wsum
                 } else {
                     n_in as f64 / self.n_terms as f64
                 };
-                let exact = if self.require_all { n_in == self.n_terms } else { true };
+                let exact = if self.require_all {
+                    n_in == self.n_terms
+                } else {
+                    true
+                };
                 max_score = max_score.max(score);
                 raw.push(((c * crate::CHUNK + i) as u32, exact, score, m));
             }
@@ -188,7 +272,11 @@ impl TextMatcher {
         self.prepared = raw
             .into_iter()
             .map(|(doc, exact, score, m)| {
-                let g = if max_score > 0.0 { 0.5 + 0.5 * score / max_score } else { 1.0 };
+                let g = if max_score > 0.0 {
+                    0.5 + 0.5 * score / max_score
+                } else {
+                    1.0
+                };
                 (doc, (exact, g, m))
             })
             .collect();

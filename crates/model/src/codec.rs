@@ -116,8 +116,12 @@ impl<'a> Cursor<'a> {
         }
         Ok(match self.byte()? {
             STR => Value::Str(self.string()?),
-            INT => Value::Int(i64::from_le_bytes(self.take(8)?.try_into().unwrap_or([0; 8]))),
-            REAL => Value::Real(f64::from_le_bytes(self.take(8)?.try_into().unwrap_or([0; 8]))),
+            INT => Value::Int(i64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or([0; 8]),
+            )),
+            REAL => Value::Real(f64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or([0; 8]),
+            )),
             FALSE => Value::Bool(false),
             TRUE => Value::Bool(true),
             ARRAY => {

@@ -17,7 +17,10 @@ pub fn validate_id(id: &str) -> std::result::Result<(), String> {
         return Err("item id is empty".into());
     }
     if id.len() > MAX_ID_BYTES {
-        return Err(format!("item id is {} bytes long (at most {MAX_ID_BYTES})", id.len()));
+        return Err(format!(
+            "item id is {} bytes long (at most {MAX_ID_BYTES})",
+            id.len()
+        ));
     }
     Ok(())
 }

@@ -131,8 +131,12 @@ impl Serialize for RecordWithId<'_> {
         match self.only {
             None => serialize_entries(s, Some(self.id), self.record.0.iter(), self.record.0.len()),
             Some(names) => {
-                let picked: Vec<&(String, Value)> =
-                    self.record.0.iter().filter(|(k, _)| names.iter().any(|n| n == k)).collect();
+                let picked: Vec<&(String, Value)> = self
+                    .record
+                    .0
+                    .iter()
+                    .filter(|(k, _)| names.iter().any(|n| n == k))
+                    .collect();
                 let n = picked.len();
                 serialize_entries(s, Some(self.id), picked.into_iter(), n)
             }

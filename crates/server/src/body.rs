@@ -26,12 +26,26 @@ pub fn parse_json(bytes: &[u8]) -> Result<J, ApiError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(J::Object(Default::default()));
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad(format!("malformed JSON request body: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad(format!("malformed JSON request body: {e}")))
 }
 
-pub async fn read_bounded(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
-    let too_large = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than {limit} bytes"));
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()) {
+pub async fn read_bounded(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than {limit} bytes"),
+        )
+    };
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         if len > limit {
             return Err(too_large());
         }
@@ -43,7 +57,9 @@ pub async fn read_bounded(body: Body, headers: &HeaderMap, limit: usize) -> Resu
             if msg.contains("length limit") {
                 Err(too_large())
             } else {
-                Err(ApiError::bad(format!("could not read the request body: {msg}")))
+                Err(ApiError::bad(format!(
+                    "could not read the request body: {msg}"
+                )))
             }
         }
     }
@@ -67,7 +83,9 @@ impl ChannelReader {
                         if let Ok(data) = frame.into_data() {
                             let tx = tx.clone();
                             // a full channel blocks: hand the send to a blocking thread
-                            let sent = tokio::task::spawn_blocking(move || tx.send(Ok(data)).is_ok()).await;
+                            let sent =
+                                tokio::task::spawn_blocking(move || tx.send(Ok(data)).is_ok())
+                                    .await;
                             if !matches!(sent, Ok(true)) {
                                 break;
                             }
@@ -80,7 +98,10 @@ impl ChannelReader {
                 }
             }
         });
-        ChannelReader { rx, cur: Bytes::new() }
+        ChannelReader {
+            rx,
+            cur: Bytes::new(),
+        }
     }
 }
 
@@ -112,7 +133,9 @@ impl<R: Read> Read for LimitReader<R> {
         let n = self.inner.read(buf)?;
         if n as u64 > self.left {
             self.exceeded.store(true, Ordering::Release);
-            return Err(io::Error::other("changeset larger than max-changeset-bytes"));
+            return Err(io::Error::other(
+                "changeset larger than max-changeset-bytes",
+            ));
         }
         self.left -= n as u64;
         Ok(n)
@@ -120,15 +143,21 @@ impl<R: Read> Read for LimitReader<R> {
 }
 
 /// Wraps a reader in the decoder `Content-Encoding` names.
-pub fn decoder(encoding: Option<&str>, r: impl Read + Send + 'static) -> Result<Box<dyn Read + Send>, ApiError> {
+pub fn decoder(
+    encoding: Option<&str>,
+    r: impl Read + Send + 'static,
+) -> Result<Box<dyn Read + Send>, ApiError> {
     match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
         None | Some("") | Some("identity") => Ok(Box::new(r)),
         Some("gzip") | Some("x-gzip") => Ok(Box::new(flate2::read::MultiGzDecoder::new(r))),
         Some("deflate") => Ok(Box::new(flate2::read::ZlibDecoder::new(r))),
         Some("zstd") => Ok(Box::new(
-            zstd::stream::read::Decoder::new(r).map_err(|e| ApiError::bad(format!("zstd body: {e}")))?,
+            zstd::stream::read::Decoder::new(r)
+                .map_err(|e| ApiError::bad(format!("zstd body: {e}")))?,
         )),
-        Some(other) => Err(ApiError::bad(format!("unsupported Content-Encoding {other:?}"))),
+        Some(other) => Err(ApiError::bad(format!(
+            "unsupported Content-Encoding {other:?}"
+        ))),
     }
 }
 
@@ -139,14 +168,19 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(8);
     tokio::task::spawn_blocking(move || {
-        let mut sink = ChunkSink { tx: tx.clone(), buf: Vec::with_capacity(64 * 1024) };
+        let mut sink = ChunkSink {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(64 * 1024),
+        };
         let r = produce(&mut sink).and_then(|_| sink.flush_now());
         if let Err(e) = r {
             tracing::warn!(error = %e, "streamed response ended early");
             let _ = tx.blocking_send(Err(e));
         }
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
     Body::from_stream(stream.boxed())
 }
 
@@ -158,8 +192,13 @@ pub struct ChunkSink {
 impl ChunkSink {
     fn flush_now(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(64 * 1024)));
-            self.tx.blocking_send(Ok(chunk)).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client went away"))?;
+            let chunk = Bytes::from(std::mem::replace(
+                &mut self.buf,
+                Vec::with_capacity(64 * 1024),
+            ));
+            self.tx
+                .blocking_send(Ok(chunk))
+                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client went away"))?;
         }
         Ok(())
     }

@@ -12,7 +12,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into(), retry_after: None }
+        ApiError {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
     }
     pub fn bad(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
@@ -45,7 +49,10 @@ pub fn error_body(status: StatusCode, message: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (self.status, error_body(self.status, &self.message)).into_response();
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         if let Some(s) = self.retry_after {
             if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
@@ -68,13 +75,18 @@ pub async fn json_error_for_bare_status(resp: Response) -> Response {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
-    let text = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
     let msg = if text.is_empty() {
         status.canonical_reason().unwrap_or("error").to_string()
     } else {
         String::from_utf8_lossy(&text).into_owned()
     };
-    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(error_body(status, &msg)))
 }

@@ -7,7 +7,11 @@ use axum::response::{IntoResponse, Response};
 use crate::errors::ApiError;
 use crate::AppState;
 
-fn status_param(params: &HashMap<String, String>, name: &str, default: u16) -> Result<StatusCode, ApiError> {
+fn status_param(
+    params: &HashMap<String, String>,
+    name: &str,
+    default: u16,
+) -> Result<StatusCode, ApiError> {
     match params.get(name) {
         None => Ok(StatusCode::from_u16(default).unwrap_or(StatusCode::OK)),
         Some(v) => v
@@ -16,22 +20,36 @@ fn status_param(params: &HashMap<String, String>, name: &str, default: u16) -> R
             .ok()
             .filter(|c| (200..=599).contains(c))
             .and_then(|c| StatusCode::from_u16(c).ok())
-            .ok_or_else(|| ApiError::bad(format!("{name}={v:?}: expected an HTTP status code from 200 to 599"))),
+            .ok_or_else(|| {
+                ApiError::bad(format!(
+                    "{name}={v:?}: expected an HTTP status code from 200 to 599"
+                ))
+            }),
     }
 }
 
 /// `GET|HEAD /ws/queryable` (SPEC §13).
-pub async fn queryable(State(engine): State<AppState>, Query(params): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
+pub async fn queryable(
+    State(engine): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
     let success = status_param(&params, "success", 204)?;
     let error = status_param(&params, "error", 503)?;
     let retry_after = match params.get("retryAfter") {
         None => 30,
-        Some(v) => v.trim().parse::<u64>().map_err(|_| ApiError::bad(format!("retryAfter={v:?}: expected seconds")))?,
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad(format!("retryAfter={v:?}: expected seconds")))?,
     };
     let while_populating = match params.get("whilePopulating").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,
-        Some(v) => return Err(ApiError::bad(format!("whilePopulating={v:?}: expected true or false"))),
+        Some(v) => {
+            return Err(ApiError::bad(format!(
+                "whilePopulating={v:?}: expected true or false"
+            )))
+        }
     };
     let ok = engine.is_queryable() || while_populating;
     if ok {

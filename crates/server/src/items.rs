@@ -19,25 +19,41 @@ fn json(v: J) -> Response {
 }
 
 fn to_value(id: &str, rec: &discern_model::Record, only: Option<&[String]>) -> Result<J, ApiError> {
-    serde_json::to_value(RecordWithId { id, record: rec, only })
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    serde_json::to_value(RecordWithId {
+        id,
+        record: rec,
+        only,
+    })
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
-pub async fn item(State(engine): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn item(
+    State(engine): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     blocking(move || match engine.item(&id)? {
         Some(rec) => Ok(json(to_value(&id, &rec, None)?)),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, format!("no item {id:?}"))),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no item {id:?}"),
+        )),
     })
     .await
 }
 
-fn records(engine: &AppState, ids: &[String], props: Option<&[String]>) -> Result<Vec<J>, ApiError> {
+fn records(
+    engine: &AppState,
+    ids: &[String],
+    props: Option<&[String]>,
+) -> Result<Vec<J>, ApiError> {
     ids.iter()
         .map(|id| match engine.item(id)? {
             Some(rec) => to_value(id, &rec, props),
@@ -46,8 +62,16 @@ fn records(engine: &AppState, ids: &[String], props: Option<&[String]>) -> Resul
         .collect()
 }
 
-pub async fn items_get(State(engine): State<AppState>, Query(params): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
-    let delim = params.get("delimiter").map(String::as_str).filter(|d| !d.is_empty()).unwrap_or(",").to_string();
+pub async fn items_get(
+    State(engine): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let delim = params
+        .get("delimiter")
+        .map(String::as_str)
+        .filter(|d| !d.is_empty())
+        .unwrap_or(",")
+        .to_string();
     let ids: Vec<String> = match params.get("items") {
         Some(s) if !s.is_empty() => s.split(delim.as_str()).map(str::to_string).collect(),
         _ => Vec::new(),
@@ -65,23 +89,39 @@ fn string_array(v: Option<&J>, name: &str) -> Result<Option<Vec<String>>, ApiErr
         Some(J::Array(a)) => a
             .iter()
             .enumerate()
-            .map(|(i, x)| x.as_str().map(str::to_string).ok_or_else(|| ApiError::bad(format!("{name}[{i}]: expected a string, got {x}"))))
+            .map(|(i, x)| {
+                x.as_str().map(str::to_string).ok_or_else(|| {
+                    ApiError::bad(format!("{name}[{i}]: expected a string, got {x}"))
+                })
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(other) => Err(ApiError::bad(format!("{name}: expected an array of strings, got {other}"))),
+        Some(other) => Err(ApiError::bad(format!(
+            "{name}: expected an array of strings, got {other}"
+        ))),
     }
 }
 
-pub async fn items_post(State(engine): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn items_post(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let req = read_json(body, &headers).await?;
-    let ids = string_array(req.get("ids"), "ids")?.ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))?;
+    let ids = string_array(req.get("ids"), "ids")?
+        .ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))?;
     let props = string_array(req.get("properties"), "properties")?;
     blocking(move || Ok(json(J::Array(records(&engine, &ids, props.as_deref())?)))).await
 }
 
-pub async fn get_properties(State(engine): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn get_properties(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let req = read_json(body, &headers).await?;
-    let ids = string_array(req.get("ids"), "ids")?.ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))?;
+    let ids = string_array(req.get("ids"), "ids")?
+        .ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))?;
     blocking(move || {
         let mut out = Vec::with_capacity(ids.len());
         for id in &ids {
@@ -95,10 +135,16 @@ pub async fn get_properties(State(engine): State<AppState>, headers: HeaderMap, 
     .await
 }
 
-pub async fn values(State(engine): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn values(
+    State(engine): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     blocking(move || {
         let Some(rec) = engine.item(&id)? else {
-            return Err(ApiError::new(StatusCode::NOT_FOUND, format!("no item {id:?}")));
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no item {id:?}"),
+            ));
         };
         let snap = engine.snapshot();
         let mut m = Map::new();

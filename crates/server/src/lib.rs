@@ -25,11 +25,19 @@ pub type AppState = Arc<Engine>;
 
 /// Read endpoints that answer CORS preflights and carry `Access-Control-Allow-Origin: *`.
 const READ_PREFIXES: &[&str] = &[
-    "/ws/query", "/json/query", "/ws/export", "/ws/items", "/ws/item/", "/ws/values/", "/ws/didyoumean",
+    "/ws/query",
+    "/json/query",
+    "/ws/export",
+    "/ws/items",
+    "/ws/item/",
+    "/ws/values/",
+    "/ws/didyoumean",
 ];
 
 fn is_read_endpoint(path: &str) -> bool {
-    READ_PREFIXES.iter().any(|p| path == p.trim_end_matches('/') || path.starts_with(p))
+    READ_PREFIXES
+        .iter()
+        .any(|p| path == p.trim_end_matches('/') || path.starts_with(p))
 }
 
 pub fn router(engine: Arc<Engine>) -> Router {
@@ -38,19 +46,33 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/queryable", get(health::queryable))
         .route("/ws/info/system-state", get(health::system_state))
         .route("/ws/info/runtime", get(health::runtime))
-        .route("/ws/changeset", get(log_routes::listing).post(log_routes::post_changeset))
+        .route(
+            "/ws/changeset",
+            get(log_routes::listing).post(log_routes::post_changeset),
+        )
         .route("/ws/changeset/{id}", get(log_routes::export_changeset))
-        .route("/ws/checkpoint", get(log_routes::checkpoint).post(log_routes::checkpoint))
-        .route("/ws/dimensions", get(log_routes::get_dimensions).post(log_routes::post_dimensions))
+        .route(
+            "/ws/checkpoint",
+            get(log_routes::checkpoint).post(log_routes::checkpoint),
+        )
+        .route(
+            "/ws/dimensions",
+            get(log_routes::get_dimensions).post(log_routes::post_dimensions),
+        )
         .route("/ws/query", post(query::query))
         .route("/json/query", post(query::query).get(query::query_get))
-        .route("/ws/export", post(query::export_post).get(query::export_get))
+        .route(
+            "/ws/export",
+            post(query::export_post).get(query::export_get),
+        )
         .route("/ws/item/{id}", get(items::item))
         .route("/ws/items", get(items::items_get).post(items::items_post))
         .route("/json/getProperties", post(items::get_properties))
         .route("/ws/values/{id}", get(items::values))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
-        .layer(axum::middleware::map_response(errors::json_error_for_bare_status))
+        .layer(axum::middleware::map_response(
+            errors::json_error_for_bare_status,
+        ))
         .with_state(engine)
 }
 
@@ -84,21 +106,38 @@ async fn cors(req: Request, next: axum::middleware::Next) -> Response {
     if req.method() == Method::OPTIONS {
         let mut resp = StatusCode::NO_CONTENT.into_response();
         let h = resp.headers_mut();
-        h.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, POST, OPTIONS"));
+        h.insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, OPTIONS"),
+        );
         if read {
-            h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-            h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, HEAD, POST, OPTIONS"));
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, HEAD, POST, OPTIONS"),
+            );
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static("content-type, x-profile, accept, accept-encoding, authorization"),
+                HeaderValue::from_static(
+                    "content-type, x-profile, accept, accept-encoding, authorization",
+                ),
             );
-            h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("86400"),
+            );
         }
         return resp;
     }
     let mut resp = next.run(req).await;
     if read {
-        resp.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        resp.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
     }
     resp
 }
@@ -121,8 +160,11 @@ pub async fn serve(
     let app = tower::util::MapRequestLayer::new(normalize_path).layer(app);
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "listening");
-    axum::serve(listener, axum::ServiceExt::<Request>::into_make_service(app))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    axum::serve(
+        listener,
+        axum::ServiceExt::<Request>::into_make_service(app),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
     Ok(())
 }

@@ -19,7 +19,9 @@ use crate::AppState;
 
 /// `Authorization: Bearer <token>` when an admin token is configured (SPEC §15.4).
 pub fn require_admin(engine: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(token) = &engine.config.admin_token else { return Ok(()) };
+    let Some(token) = &engine.config.admin_token else {
+        return Ok(());
+    };
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -29,18 +31,29 @@ pub fn require_admin(engine: &AppState, headers: &HeaderMap) -> Result<(), ApiEr
     if given.as_bytes().ct_eq(token.as_bytes()).into() {
         Ok(())
     } else {
-        Err(ApiError::new(StatusCode::UNAUTHORIZED, "this endpoint needs Authorization: Bearer <admin-token>"))
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this endpoint needs Authorization: Bearer <admin-token>",
+        ))
     }
 }
 
 fn base_url(headers: &HeaderMap) -> String {
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1:8090");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1:8090");
     format!("http://{host}")
 }
 
 fn created(base: &str, meta: &ChangesetMeta) -> Response {
     let loc = format!("{base}/ws/changeset/{}", meta.id);
-    let mut resp = (StatusCode::CREATED, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], meta.id.clone()).into_response();
+    let mut resp = (
+        StatusCode::CREATED,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        meta.id.clone(),
+    )
+        .into_response();
     if let Ok(v) = HeaderValue::from_str(&loc) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
@@ -58,24 +71,54 @@ pub async fn post_changeset(
         None => ChangesetType::Delta,
         Some(t) => ChangesetType::parse_posted(t)?,
     };
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let limit = engine.config.max_changeset_bytes;
-    let too_large = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("changeset larger than max-changeset-bytes ({limit} bytes)"));
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("changeset larger than max-changeset-bytes ({limit} bytes)"),
+        )
+    };
     if encoding.is_none() {
-        if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if let Some(len) = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+        {
             if len > limit {
                 return Err(too_large());
             }
         }
     }
-    let reader = decoder(encoding.as_deref(), ChannelReader::spawn(body))?;
+    // fail fast on an unknown encoding, before taking the writer
+    decoder(encoding.as_deref(), std::io::empty())?;
+    let channel = ChannelReader::spawn(body);
     let exceeded = Arc::new(AtomicBool::new(false));
-    let limited = LimitReader { inner: reader, left: limit, exceeded: exceeded.clone() };
+    let flag = exceeded.clone();
     let mut guard = engine.lock_writer().await;
     let eng = engine.clone();
-    let outcome = tokio::task::spawn_blocking(move || eng.apply(&mut guard, ty, limited))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("apply task failed: {e}")))?;
+    // Decoders read eagerly (gzip parses its header on creation): build the whole
+    // reader chain on the blocking thread, never on an async worker.
+    let outcome = tokio::task::spawn_blocking(move || {
+        let reader = decoder(encoding.as_deref(), channel)
+            .map_err(|e| discern_model::Error::BadRequest(e.message))?;
+        let limited = LimitReader {
+            inner: reader,
+            left: limit,
+            exceeded: flag,
+        };
+        eng.apply(&mut guard, ty, limited)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("apply task failed: {e}"),
+        )
+    })?;
     match outcome {
         Ok(ApplyOutcome::Applied { meta, .. }) => Ok(created(&base_url(&headers), &meta)),
         Ok(ApplyOutcome::Empty) => Ok(StatusCode::NO_CONTENT.into_response()),
@@ -84,14 +127,21 @@ pub async fn post_changeset(
     }
 }
 
-pub async fn listing(State(engine): State<AppState>, Query(params): Query<HashMap<String, String>>, headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn listing(
+    State(engine): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let full = params.contains_key("full");
     let eng = engine.clone();
     let entries = tokio::task::spawn_blocking(move || eng.store().list(full))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     let base = base_url(&headers);
-    let mut out = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<changesets total=\"{}\">\n", entries.len());
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<changesets total=\"{}\">\n",
+        entries.len()
+    );
     for m in &entries {
         let mut href = String::new();
         escape_xml(&format!("{base}/ws/changeset/{}", m.id), &mut href);
@@ -112,14 +162,20 @@ pub async fn listing(State(engine): State<AppState>, Query(params): Query<HashMa
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], out).into_response())
 }
 
-pub async fn export_changeset(State(engine): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn export_changeset(
+    State(engine): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let eng = engine.clone();
     let id2 = id.clone();
     let opened = tokio::task::spawn_blocking(move || eng.store().open_changeset(&id2))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     let Some((meta, mut reader)) = opened else {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, format!("no changeset {id:?}")));
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no changeset {id:?}"),
+        ));
     };
     let body = blocking_stream(move |sink| {
         std::io::copy(&mut reader, sink)?;
@@ -132,7 +188,10 @@ pub async fn export_changeset(State(engine): State<AppState>, Path(id): Path<Str
     Ok(resp)
 }
 
-pub async fn checkpoint(State(engine): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn checkpoint(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     require_admin(&engine, &headers)?;
     let mut guard = engine.lock_writer().await;
     let eng = engine.clone();
@@ -144,13 +203,24 @@ pub async fn checkpoint(State(engine): State<AppState>, headers: HeaderMap) -> R
 
 pub async fn get_dimensions(State(engine): State<AppState>) -> Response {
     let doc = engine.dimensions_doc();
-    ([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], doc.as_ref().clone()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/xml; charset=utf-8")],
+        doc.as_ref().clone(),
+    )
+        .into_response()
 }
 
-pub async fn post_dimensions(State(engine): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn post_dimensions(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     require_admin(&engine, &headers)?;
     let mut bytes = read_bounded(body, &headers, 64 << 20).await?.to_vec();
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()) {
+    if let Some(enc) = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    {
         let mut out = Vec::new();
         decoder(Some(enc), std::io::Cursor::new(bytes))?
             .read_to_end(&mut out)

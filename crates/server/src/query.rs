@@ -29,7 +29,12 @@ async fn run_query(engine: AppState, body: J) -> Result<J, ApiError> {
     let started = std::time::Instant::now();
     let out = tokio::task::spawn_blocking(move || query_response(&engine, &body))
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("query task failed: {e}")))??;
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("query task failed: {e}"),
+            )
+        })??;
     let ms = started.elapsed().as_millis();
     if ms > 100 {
         tracing::info!(ms = ms as u64, "slow query");
@@ -41,7 +46,11 @@ fn json_response(v: &J) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
 }
 
-pub async fn query(State(engine): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn query(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let req = read_json(body, &headers).await?;
     Ok(json_response(&run_query(engine, req).await?))
 }
@@ -53,23 +62,36 @@ fn valid_callback(name: &str) -> bool {
 }
 
 /// `GET /json/query?q=<json>[&callback=<name>]`.
-pub async fn query_get(State(engine): State<AppState>, Query(params): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
+pub async fn query_get(
+    State(engine): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
     let q = params.get("q").map(String::as_str).unwrap_or("{}");
     let req = parse_json(q.as_bytes())?;
     let callback = params.get("callback").cloned();
     if let Some(cb) = &callback {
         if !valid_callback(cb) {
-            return Err(ApiError::bad(format!("callback {cb:?} is not a valid JavaScript name")));
+            return Err(ApiError::bad(format!(
+                "callback {cb:?} is not a valid JavaScript name"
+            )));
         }
     }
     let out = run_query(engine, req).await?;
     Ok(match callback {
-        Some(cb) => ([(header::CONTENT_TYPE, "application/javascript")], format!("{cb}({out});")).into_response(),
+        Some(cb) => (
+            [(header::CONTENT_TYPE, "application/javascript")],
+            format!("{cb}({out});"),
+        )
+            .into_response(),
         None => json_response(&out),
     })
 }
 
-pub async fn export_post(State(engine): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn export_post(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let req = read_json(body, &headers).await?;
     check_queryable(&engine)?;
     let snap = engine.snapshot();
@@ -79,7 +101,13 @@ pub async fn export_post(State(engine): State<AppState>, headers: HeaderMap, bod
 
 pub async fn export_get(State(engine): State<AppState>) -> Result<Response, ApiError> {
     check_queryable(&engine)?;
-    let req = ExportRequest { criteria: Vec::new(), scores: false, sources: true, exact_only: false, values: Vec::new() };
+    let req = ExportRequest {
+        criteria: Vec::new(),
+        scores: false,
+        sources: true,
+        exact_only: false,
+        values: Vec::new(),
+    };
     Ok(export(engine, req))
 }
 
@@ -88,7 +116,11 @@ pub async fn export_get(State(engine): State<AppState>) -> Result<Response, ApiE
 fn export(engine: AppState, mut req: ExportRequest) -> Response {
     let body = blocking_stream(move |sink| {
         let snap = engine.snapshot();
-        let filter = Filter { items: None, not_items: None, exact_only: req.exact_only };
+        let filter = Filter {
+            items: None,
+            not_items: None,
+            exact_only: req.exact_only,
+        };
         let results = evaluate(&snap, &mut req.criteria, &filter, false);
         let mut format = vec!["meta"];
         if !req.values.is_empty() {
@@ -104,7 +136,10 @@ fn export(engine: AppState, mut req: ExportRequest) -> Response {
             let mut meta = serde_json::Map::new();
             meta.insert("id".into(), J::String(hit.id.to_string()));
             if req.scores {
-                meta.insert("score".into(), serde_json::json!((hit.r * 1e6).round() / 1e6));
+                meta.insert(
+                    "score".into(),
+                    serde_json::json!((hit.r * 1e6).round() / 1e6),
+                );
             }
             if !req.exact_only {
                 meta.insert("exact".into(), J::Bool(hit.exact));
@@ -116,8 +151,18 @@ fn export(engine: AppState, mut req: ExportRequest) -> Response {
                 line.push(b'\n');
             }
             if req.sources {
-                let rec = engine.item(&hit.id).map_err(std::io::Error::other)?.unwrap_or_default();
-                serde_json::to_writer(&mut line, &RecordWithId { id: &hit.id, record: &rec, only: None })?;
+                let rec = engine
+                    .item(&hit.id)
+                    .map_err(std::io::Error::other)?
+                    .unwrap_or_default();
+                serde_json::to_writer(
+                    &mut line,
+                    &RecordWithId {
+                        id: &hit.id,
+                        record: &rec,
+                        only: None,
+                    },
+                )?;
                 line.push(b'\n');
             }
             sink.write_all(&line)?;

@@ -22,7 +22,12 @@ pub enum ItemChange<'a> {
 pub enum ApplyOutcome {
     /// A changeset without actions: nothing stored, nothing changed (SPEC §3).
     Empty,
-    Applied { meta: ChangesetMeta, created: u64, modified: u64, deleted: u64 },
+    Applied {
+        meta: ChangesetMeta,
+        created: u64,
+        modified: u64,
+        deleted: u64,
+    },
 }
 
 /// Errors inside the parse callback: either the document is bad or applying failed.
@@ -79,15 +84,21 @@ impl Store {
                 on_change(ItemChange::Clear)?;
             }
             let mut named: HashSet<String> = HashSet::new();
-            let tee = Tee { inner: body, log: &mut log };
+            let tee = Tee {
+                inner: body,
+                log: &mut log,
+            };
             let mut scratch = Vec::with_capacity(1024);
             let summary = read_changeset(BufReader::with_capacity(256 * 1024, tee), |action| {
                 check_allowed(ty, &action, &mut named).map_err(ApplyError::Other)?;
-                apply_action(&mut items, action, &mut counts, &mut scratch, on_change).map_err(ApplyError::Other)
+                apply_action(&mut items, action, &mut counts, &mut scratch, on_change)
+                    .map_err(ApplyError::Other)
             });
             let summary = match summary {
                 Ok(s) => s,
-                Err(ApplyError::Parse(e)) => return Err(Error::BadRequest(format!("invalid changeset: {e}"))),
+                Err(ApplyError::Parse(e)) => {
+                    return Err(Error::BadRequest(format!("invalid changeset: {e}")))
+                }
                 Err(ApplyError::Other(e)) => return Err(e),
             };
             if summary.actions > 0 && ty.replaces_all() {
@@ -112,7 +123,12 @@ impl Store {
         }
         let staged = log.finish()?;
         let meta = self.commit_with_log(txn, staged, ty)?;
-        Ok(ApplyOutcome::Applied { meta, created: counts.created, modified: counts.modified, deleted: counts.deleted })
+        Ok(ApplyOutcome::Applied {
+            meta,
+            created: counts.created,
+            modified: counts.modified,
+            deleted: counts.deleted,
+        })
     }
 
     /// Writes a checkpoint: a `set-item` for every item, from one read snapshot, streamed.
@@ -135,7 +151,12 @@ impl Store {
     }
 
     /// Moves the staged file into place, lists it, applies retention, commits durably.
-    fn commit_with_log(&self, txn: WriteTransaction, staged: Staged, ty: ChangesetType) -> Result<ChangesetMeta> {
+    fn commit_with_log(
+        &self,
+        txn: WriteTransaction,
+        staged: Staged,
+        ty: ChangesetType,
+    ) -> Result<ChangesetMeta> {
         let final_path = self.log_path(&staged.id);
         let result = (|| -> Result<(ChangesetMeta, Vec<String>)> {
             fs::rename(&staged.tmp, &final_path)?;
@@ -197,7 +218,11 @@ impl Store {
 }
 
 /// Sequence number below which catalog entries are dropped (SPEC §4 reset, §5.5).
-fn retention_cutoff(cat: &Table<u64, &[u8]>, newest: &ChangesetMeta, retain: usize) -> Result<Option<u64>> {
+fn retention_cutoff(
+    cat: &Table<u64, &[u8]>,
+    newest: &ChangesetMeta,
+    retain: usize,
+) -> Result<Option<u64>> {
     if newest.ty == ChangesetType::Reset {
         return Ok(Some(newest.seq));
     }
@@ -254,10 +279,17 @@ fn apply_action(
             None => Ok(None),
         }
     };
-    let mut put = |items: &mut Table<&str, &[u8]>, id: &str, rec: &Record, counts: &mut Counts| -> Result<()> {
+    let mut put = |items: &mut Table<&str, &[u8]>,
+                   id: &str,
+                   rec: &Record,
+                   counts: &mut Counts|
+     -> Result<()> {
         scratch.clear();
         encode_record(rec, scratch);
-        let existed = items.insert(id, scratch.as_slice()).map_err(db_err)?.is_some();
+        let existed = items
+            .insert(id, scratch.as_slice())
+            .map_err(db_err)?
+            .is_some();
         if existed {
             counts.modified += 1;
         } else {
@@ -281,7 +313,9 @@ fn apply_action(
             put(items, &id, &rec, counts)
         }
         Action::RemoveFrom { id, what } => {
-            let Some(mut rec) = load(items, &id)? else { return Ok(()) };
+            let Some(mut rec) = load(items, &id)? else {
+                return Ok(());
+            };
             match what {
                 RemoveWhat::All => rec.0.clear(),
                 RemoveWhat::Entries(entries) => {
@@ -378,23 +412,52 @@ mod tests {
         apply(&s, ChangesetType::Delta, "<changeset><set-item id='a'><properties><struct><entry name='style'><string>loft</string></entry><entry name='tags'><array><element><string>a</string></element><element><string>b</string></element></array></entry></struct></properties></set-item><add-item id='b'/></changeset>").unwrap();
         apply(&s, ChangesetType::Delta, "<changeset><add-to-item id='a'><properties><struct><entry name='style'><string>view</string></entry><entry name='tags'><array><element><string>b</string></element><element><string>c</string></element></array></entry></struct></properties></add-to-item></changeset>").unwrap();
         let a = s.get("a").unwrap().unwrap();
-        assert_eq!(a.get("style"), Some(&Value::Array(vec![sv("loft"), sv("view")])));
-        assert_eq!(a.get("tags"), Some(&Value::Array(vec![sv("a"), sv("b"), sv("c")])));
+        assert_eq!(
+            a.get("style"),
+            Some(&Value::Array(vec![sv("loft"), sv("view")]))
+        );
+        assert_eq!(
+            a.get("tags"),
+            Some(&Value::Array(vec![sv("a"), sv("b"), sv("c")]))
+        );
         apply(&s, ChangesetType::Delta, "<changeset><remove-from-item id='a'><properties><struct><entry name='style'><string>view</string></entry><entry name='tags'/></struct></properties></remove-from-item></changeset>").unwrap();
         let a = s.get("a").unwrap().unwrap();
         assert_eq!(a.get("style"), Some(&Value::Array(vec![sv("loft")])));
         assert!(a.get("tags").is_none());
         // snapshot deletes b
-        apply(&s, ChangesetType::Snapshot, "<changeset><add-item id='c'/><add-item id='a'/></changeset>").unwrap();
+        apply(
+            &s,
+            ChangesetType::Snapshot,
+            "<changeset><add-item id='c'/><add-item id='a'/></changeset>",
+        )
+        .unwrap();
         assert!(s.get("b").unwrap().is_none());
         assert_eq!(s.item_count().unwrap(), 2);
         // empty: nothing stored
-        assert!(matches!(apply(&s, ChangesetType::Snapshot, "<changeset/>").unwrap(), ApplyOutcome::Empty));
+        assert!(matches!(
+            apply(&s, ChangesetType::Snapshot, "<changeset/>").unwrap(),
+            ApplyOutcome::Empty
+        ));
         assert_eq!(s.item_count().unwrap(), 2);
         // invalid: nothing changes, no file left
-        assert!(apply(&s, ChangesetType::Delta, "<changeset><remove-item id='a'/><bogus/></changeset>").is_err());
-        assert!(apply(&s, ChangesetType::Bulk, "<changeset><set-item id='x'/><set-item id='x'/></changeset>").is_err());
-        assert!(apply(&s, ChangesetType::Full, "<changeset><add-item id='x'/></changeset>").is_err());
+        assert!(apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><remove-item id='a'/><bogus/></changeset>"
+        )
+        .is_err());
+        assert!(apply(
+            &s,
+            ChangesetType::Bulk,
+            "<changeset><set-item id='x'/><set-item id='x'/></changeset>"
+        )
+        .is_err());
+        assert!(apply(
+            &s,
+            ChangesetType::Full,
+            "<changeset><add-item id='x'/></changeset>"
+        )
+        .is_err());
         assert_eq!(s.item_count().unwrap(), 2);
         let files = fs::read_dir(s.dir().join("changesets")).unwrap().count();
         assert_eq!(files, s.list(true).unwrap().len());
@@ -408,8 +471,18 @@ mod tests {
     fn retention_and_checkpoint() {
         let (_d, s) = store();
         for i in 0..3 {
-            apply(&s, ChangesetType::Snapshot, &format!("<changeset><add-item id='s{i}'/></changeset>")).unwrap();
-            apply(&s, ChangesetType::Delta, &format!("<changeset><add-item id='d{i}'/></changeset>")).unwrap();
+            apply(
+                &s,
+                ChangesetType::Snapshot,
+                &format!("<changeset><add-item id='s{i}'/></changeset>"),
+            )
+            .unwrap();
+            apply(
+                &s,
+                ChangesetType::Delta,
+                &format!("<changeset><add-item id='d{i}'/></changeset>"),
+            )
+            .unwrap();
         }
         let all = s.list(true).unwrap();
         assert_eq!(all.len(), 4);

@@ -48,7 +48,12 @@ impl Store {
             txn.open_table(CATALOG).map_err(db_err)?;
             txn.commit().map_err(db_err)?;
         }
-        let store = Store { dir: dir.to_path_buf(), log_dir, db, retain_snapshots: retain_snapshots.max(1) };
+        let store = Store {
+            dir: dir.to_path_buf(),
+            log_dir,
+            db,
+            retain_snapshots: retain_snapshots.max(1),
+        };
         store.remove_orphans()?;
         Ok(store)
     }
@@ -63,7 +68,9 @@ impl Store {
         for entry in fs::read_dir(&self.log_dir)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let keep = name.strip_suffix(".xml.zst").is_some_and(|id| listed.contains(id));
+            let keep = name
+                .strip_suffix(".xml.zst")
+                .is_some_and(|id| listed.contains(id));
             if !keep {
                 tracing::info!(file = %name, "removing changeset file no catalog entry lists");
                 fs::remove_file(entry.path())?;
@@ -99,8 +106,13 @@ impl Store {
     }
 
     /// The body of a stored changeset, decompressed as it is read.
-    pub fn open_changeset(&self, id: &str) -> Result<Option<(ChangesetMeta, impl Read + Send + 'static)>> {
-        let Some(meta) = self.meta(id)? else { return Ok(None) };
+    pub fn open_changeset(
+        &self,
+        id: &str,
+    ) -> Result<Option<(ChangesetMeta, impl Read + Send + 'static)>> {
+        let Some(meta) = self.meta(id)? else {
+            return Ok(None);
+        };
         let file = match fs::File::open(self.log_path(id)) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -127,7 +139,11 @@ impl Store {
 
     /// Calls `f` with batches of (id, encoded record) in id order, from one consistent
     /// read snapshot.
-    pub fn scan_raw(&self, batch: usize, mut f: impl FnMut(Vec<(String, Vec<u8>)>) -> Result<()>) -> Result<()> {
+    pub fn scan_raw(
+        &self,
+        batch: usize,
+        mut f: impl FnMut(Vec<(String, Vec<u8>)>) -> Result<()>,
+    ) -> Result<()> {
         let txn = self.db.begin_read().map_err(db_err)?;
         let table = txn.open_table(ITEMS).map_err(db_err)?;
         let mut buf = Vec::with_capacity(batch);
@@ -146,7 +162,9 @@ impl Store {
 
     /// Bytes of the item store on disk.
     pub fn disk_size(&self) -> u64 {
-        fs::metadata(self.dir.join("items.redb")).map(|m| m.len()).unwrap_or(0)
+        fs::metadata(self.dir.join("items.redb"))
+            .map(|m| m.len())
+            .unwrap_or(0)
     }
 
     /// The stored dimensions document, if any.

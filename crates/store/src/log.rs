@@ -28,7 +28,13 @@ impl LogWriter {
         let tmp = dir.join(format!("{id}.tmp"));
         let file = File::create(&tmp)?;
         let enc = zstd::stream::write::Encoder::new(BufWriter::with_capacity(256 * 1024, file), 1)?;
-        Ok(LogWriter { id, tmp, enc: Some(enc), md5: Md5::new(), length: 0 })
+        Ok(LogWriter {
+            id,
+            tmp,
+            enc: Some(enc),
+            md5: Md5::new(),
+            length: 0,
+        })
     }
 
     pub fn id(&self) -> &str {
@@ -37,7 +43,10 @@ impl LogWriter {
 
     /// Compresses, flushes and fsyncs the file.
     pub(crate) fn finish(mut self) -> io::Result<Staged> {
-        let enc = self.enc.take().ok_or_else(|| io::Error::other("log writer already finished"))?;
+        let enc = self
+            .enc
+            .take()
+            .ok_or_else(|| io::Error::other("log writer already finished"))?;
         let buf = enc.finish()?;
         let file = buf.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
@@ -54,7 +63,10 @@ impl LogWriter {
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let enc = self.enc.as_mut().ok_or_else(|| io::Error::other("log writer finished"))?;
+        let enc = self
+            .enc
+            .as_mut()
+            .ok_or_else(|| io::Error::other("log writer finished"))?;
         enc.write_all(buf)?;
         self.md5.update(buf);
         self.length += buf.len() as u64;

@@ -22,7 +22,9 @@ impl ChangesetType {
             "bulk" => ChangesetType::Bulk,
             "reset" => ChangesetType::Reset,
             "checkpoint" => {
-                return Err(Error::bad("type=checkpoint: checkpoints are written by the engine (POST /ws/checkpoint)"))
+                return Err(Error::bad(
+                    "type=checkpoint: checkpoints are written by the engine (POST /ws/checkpoint)",
+                ))
             }
             other => {
                 return Err(Error::bad(format!(
@@ -59,7 +61,10 @@ impl ChangesetType {
 
     /// Deletes every item the changeset does not name.
     pub fn replaces_all(&self) -> bool {
-        matches!(self, ChangesetType::Snapshot | ChangesetType::Full | ChangesetType::Bulk)
+        matches!(
+            self,
+            ChangesetType::Snapshot | ChangesetType::Full | ChangesetType::Bulk
+        )
     }
 }
 
@@ -81,7 +86,8 @@ impl ChangesetMeta {
         serde_json::to_vec(self).unwrap_or_default()
     }
     pub(crate) fn decode(b: &[u8]) -> Result<ChangesetMeta> {
-        serde_json::from_slice(b).map_err(|e| Error::Internal(format!("corrupt catalog entry: {e}")))
+        serde_json::from_slice(b)
+            .map_err(|e| Error::Internal(format!("corrupt catalog entry: {e}")))
     }
     pub fn http_date(&self) -> String {
         httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.date))
