@@ -55,7 +55,7 @@ struct Parser<R: BufRead> {
     peeked_at: u64,
     /// Newlines inside the last start tag, counted once the tag has been handled so that
     /// errors about the tag report the line it starts on.
-    pending_nl: Option<(Vec<u8>, u64)>,
+    pending_nl: Option<(u64, u64)>,
     eof: bool,
 }
 
@@ -104,8 +104,11 @@ impl<R: BufRead> Parser<R> {
     /// DOCTYPE are skipped (the DOCTYPE is never fetched); entity references and CDATA
     /// are folded into text.
     fn next(&mut self) -> Result<Ev, ParseError> {
-        if let Some((bytes, base)) = self.pending_nl.take() {
-            self.count_newlines(&bytes, base);
+        if let Some((count, last)) = self.pending_nl.take() {
+            if count > 0 {
+                self.newlines += count;
+                self.last_nl = last;
+            }
         }
         if let Some(ev) = self.peeked.take() {
             self.ev_start = self.peeked_at;
@@ -148,8 +151,8 @@ impl<R: BufRead> Parser<R> {
                     self.count_newlines(&bytes, nl_base);
                     continue;
                 }
-                Raw::Start(name, attrs, tag_bytes) => {
-                    self.pending_nl = Some((tag_bytes, start + 1));
+                Raw::Start(name, attrs, nl) => {
+                    self.pending_nl = Some(nl);
                     Ev::Start(name, attrs)
                 }
                 Raw::End => Ev::End,
@@ -170,15 +173,19 @@ impl<R: BufRead> Parser<R> {
     }
 
     /// Next event that is not whitespace-only text; other text is an error.
-    fn next_tag(&mut self, context: &str) -> Result<Ev, ParseError> {
+    /// `inside`: the element being read, named in the error (formatted only on error).
+    fn next_tag(&mut self, inside: &str) -> Result<Ev, ParseError> {
         loop {
             match self.next()? {
                 Ev::Text(t) if t.trim().is_empty() => continue,
                 Ev::Text(t) => {
-                    return Err(self.err(format!(
-                        "unexpected text {:?} {context}",
-                        t.trim().chars().take(40).collect::<String>()
-                    )))
+                    let text: String = t.trim().chars().take(40).collect();
+                    let place = match inside {
+                        "" => "before the root element".to_string(),
+                        "/" => "after </changeset>".to_string(),
+                        name => format!("inside <{name}>"),
+                    };
+                    return Err(self.err(format!("unexpected text {text:?} {place}")));
                 }
                 other => return Ok(other),
             }
@@ -189,7 +196,7 @@ impl<R: BufRead> Parser<R> {
         &mut self,
         on_action: &mut impl FnMut(Action) -> Result<(), E>,
     ) -> Result<ReadSummary, E> {
-        match self.next_tag("before the root element")? {
+        match self.next_tag("")? {
             Ev::Start(name, _) if name == "changeset" => {}
             Ev::Start(name, _) => {
                 return Err(self
@@ -201,7 +208,7 @@ impl<R: BufRead> Parser<R> {
         }
         let mut summary = ReadSummary::default();
         loop {
-            match self.next_tag("between actions")? {
+            match self.next_tag("changeset")? {
                 Ev::Start(name, attrs) => {
                     let action = self.action(&name, &attrs)?;
                     summary.actions += 1;
@@ -214,7 +221,7 @@ impl<R: BufRead> Parser<R> {
                 Ev::Text(_) => unreachable_text()?,
             }
         }
-        match self.next_tag("after </changeset>")? {
+        match self.next_tag("/")? {
             Ev::Eof => Ok(summary),
             Ev::Start(name, _) => Err(self
                 .err(format!("unexpected element <{name}> after </changeset>"))
@@ -254,7 +261,7 @@ impl<R: BufRead> Parser<R> {
         let mut remove_all = false;
         let mut remove_entries: Option<RemovalEntries> = None;
         loop {
-            match self.next_tag(&format!("inside <{kind}>"))? {
+            match self.next_tag(kind)? {
                 Ev::End => break,
                 Ev::Start(child, _) if child == "properties" => {
                     if record.is_some() || remove_entries.is_some() || remove_all {
@@ -302,7 +309,7 @@ impl<R: BufRead> Parser<R> {
     }
 
     fn expect_end(&mut self, name: &str) -> Result<(), ParseError> {
-        match self.next_tag(&format!("inside <{name}>"))? {
+        match self.next_tag(name)? {
             Ev::End => Ok(()),
             _ => Err(self.err(format!("<{name}> must be empty"))),
         }
@@ -335,14 +342,14 @@ impl<R: BufRead> Parser<R> {
     }
 
     fn properties_struct(&mut self) -> Result<Vec<(String, Option<Value>)>, ParseError> {
-        let entries = match self.next_tag("inside <properties>")? {
+        let entries = match self.next_tag("properties")? {
             Ev::Start(name, _) if name == "struct" => self.struct_entries(1)?,
             Ev::Start(name, _) => {
                 return Err(self.err(format!("<properties> must hold one <struct>, not <{name}>")))
             }
             _ => return Err(self.err("<properties> must hold one <struct>")),
         };
-        match self.next_tag("inside <properties>")? {
+        match self.next_tag("properties")? {
             Ev::End => Ok(entries),
             _ => Err(self.err("<properties> must hold exactly one <struct>")),
         }
@@ -355,7 +362,7 @@ impl<R: BufRead> Parser<R> {
         }
         let mut out = Vec::new();
         loop {
-            match self.next_tag("inside <struct>")? {
+            match self.next_tag("struct")? {
                 Ev::End => return Ok(out),
                 Ev::Start(name, attrs) if name == "entry" => {
                     let Some(ename) = attrs.into_iter().find(|(k, _)| k == "name").map(|(_, v)| v)
@@ -375,11 +382,11 @@ impl<R: BufRead> Parser<R> {
 
     /// The optional single value inside `<entry>` or `<element>`, consuming its end tag.
     fn single_value(&mut self, parent: &str, depth: usize) -> Result<Option<Value>, ParseError> {
-        match self.next_tag(&format!("inside <{parent}>"))? {
+        match self.next_tag(parent)? {
             Ev::End => Ok(None),
             Ev::Start(name, _) => {
                 let v = self.value(&name, depth)?;
-                match self.next_tag(&format!("inside <{parent}>"))? {
+                match self.next_tag(parent)? {
                     Ev::End => Ok(Some(v)),
                     _ => Err(self.err(format!("<{parent}> must hold one value"))),
                 }
@@ -448,7 +455,7 @@ impl<R: BufRead> Parser<R> {
                 }
                 let mut items = Vec::new();
                 loop {
-                    match self.next_tag("inside <array>")? {
+                    match self.next_tag("array")? {
                         Ev::End => return Ok(Value::Array(items)),
                         Ev::Start(n, _) if n == "element" => {
                             if let Some(v) = self.single_value("element", depth + 1)? {
@@ -479,7 +486,8 @@ impl<R: BufRead> Parser<R> {
 /// An event converted to owned data, before newline accounting.
 enum Raw {
     Text(String, u64),
-    Start(String, Vec<(String, String)>, Vec<u8>),
+    /// Name, attributes, and the newlines inside the tag: (count, offset after the last).
+    Start(String, Vec<(String, String)>, (u64, u64)),
     End,
     Eof,
     /// Skipped content whose newlines still count.
@@ -526,7 +534,22 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
         Event::Start(s) => {
             let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
             let mut attrs = Vec::new();
-            for a in s.attributes() {
+            let raw: &[u8] = &s;
+            let mut nl = (0u64, 0u64);
+            for i in memchr_iter(raw) {
+                nl = (nl.0 + 1, start + 1 + i as u64 + 1);
+            }
+            // only actions and entries carry attributes the reader uses
+            let wants_attrs = matches!(
+                name.as_str(),
+                "set-item"
+                    | "add-item"
+                    | "add-to-item"
+                    | "remove-from-item"
+                    | "remove-item"
+                    | "entry"
+            );
+            for a in s.attributes().filter(|_| wants_attrs) {
                 let a = a.map_err(|e| (start, format!("bad attribute in <{name}>: {e}")))?;
                 let key = String::from_utf8_lossy(a.key.as_ref()).into_owned();
                 let val = a
@@ -535,7 +558,7 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
                     .into_owned();
                 attrs.push((key, val));
             }
-            Raw::Start(name, attrs, s.to_vec())
+            Raw::Start(name, attrs, nl)
         }
         Event::End(_) => Raw::End,
         Event::Eof => Raw::Eof,
@@ -546,6 +569,13 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
         // expand_empty_elements turns Empty into Start + End
         Event::Empty(_) => Raw::Skip(Vec::new(), start),
     })
+}
+
+fn memchr_iter(raw: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    raw.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i)
 }
 
 fn unreachable_text() -> Result<(), ParseError> {

@@ -1,16 +1,20 @@
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
 
 use md5::{Digest, Md5};
 
 /// Receives a changeset body: compresses it into `<id>.tmp` while hashing and counting
-/// the uncompressed bytes. Nothing is visible until the apply commits.
+/// the uncompressed bytes, on a thread of its own so that parsing and applying (the
+/// caller's thread) overlap with hashing and compression. Nothing is visible until the
+/// apply commits.
 pub struct LogWriter {
     pub(crate) id: String,
     pub(crate) tmp: PathBuf,
-    enc: Option<zstd::stream::write::Encoder<'static, BufWriter<File>>>,
-    md5: Md5,
+    tx: Option<SyncSender<Vec<u8>>>,
+    worker: Option<JoinHandle<io::Result<(String, u64)>>>,
     pub(crate) length: u64,
 }
 
@@ -27,12 +31,30 @@ impl LogWriter {
         let id = new_id();
         let tmp = dir.join(format!("{id}.tmp"));
         let file = File::create(&tmp)?;
-        let enc = zstd::stream::write::Encoder::new(BufWriter::with_capacity(256 * 1024, file), 1)?;
+        let (tx, rx) = sync_channel::<Vec<u8>>(16);
+        let worker = std::thread::Builder::new()
+            .name("changeset-log".into())
+            .spawn(move || {
+                let mut enc = zstd::stream::write::Encoder::new(
+                    BufWriter::with_capacity(256 * 1024, file),
+                    1,
+                )?;
+                let mut md5 = Md5::new();
+                for chunk in rx {
+                    md5.update(&chunk);
+                    enc.write_all(&chunk)?;
+                }
+                let buf = enc.finish()?;
+                let file = buf.into_inner().map_err(|e| e.into_error())?;
+                file.sync_all()?;
+                let raw_length = file.metadata()?.len();
+                Ok((hex::encode(md5.finalize()), raw_length))
+            })?;
         Ok(LogWriter {
             id,
             tmp,
-            enc: Some(enc),
-            md5: Md5::new(),
+            tx: Some(tx),
+            worker: Some(worker),
             length: 0,
         })
     }
@@ -41,20 +63,23 @@ impl LogWriter {
         &self.id
     }
 
+    fn join(&mut self) -> io::Result<(String, u64)> {
+        self.tx.take();
+        match self.worker.take() {
+            Some(w) => w
+                .join()
+                .map_err(|_| io::Error::other("changeset log thread panicked"))?,
+            None => Err(io::Error::other("log writer already finished")),
+        }
+    }
+
     /// Compresses, flushes and fsyncs the file.
     pub(crate) fn finish(mut self) -> io::Result<Staged> {
-        let enc = self
-            .enc
-            .take()
-            .ok_or_else(|| io::Error::other("log writer already finished"))?;
-        let buf = enc.finish()?;
-        let file = buf.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        let raw_length = file.metadata()?.len();
+        let (md5, raw_length) = self.join()?;
         Ok(Staged {
             id: std::mem::take(&mut self.id),
             tmp: std::mem::take(&mut self.tmp),
-            md5: hex::encode(self.md5.clone().finalize()),
+            md5,
             length: self.length,
             raw_length,
         })
@@ -63,12 +88,17 @@ impl LogWriter {
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let enc = self
-            .enc
-            .as_mut()
+        let tx = self
+            .tx
+            .as_ref()
             .ok_or_else(|| io::Error::other("log writer finished"))?;
-        enc.write_all(buf)?;
-        self.md5.update(buf);
+        if tx.send(buf.to_vec()).is_err() {
+            // the worker stopped: report its error
+            return Err(self
+                .join()
+                .err()
+                .unwrap_or_else(|| io::Error::other("changeset log thread stopped")));
+        }
         self.length += buf.len() as u64;
         Ok(buf.len())
     }
@@ -81,7 +111,7 @@ impl Drop for LogWriter {
     /// An unfinished writer (rejected changeset) leaves no file behind.
     fn drop(&mut self) {
         if !self.tmp.as_os_str().is_empty() {
-            self.enc.take();
+            let _ = self.join();
             let _ = fs::remove_file(&self.tmp);
         }
     }
