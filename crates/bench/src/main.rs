@@ -1,0 +1,263 @@
+//! discern's benchmark driver (SPEC §16): loads a generated dataset into a running
+//! `discern serve` over HTTP and prints each figure beside its target.
+//!
+//! ```sh
+//! python3 ../shared/tools/gen_dataset.py --n 1000000 --out /tmp/ds1m
+//! cargo build --release && cargo run --release -p discern-bench -- --dataset /tmp/ds1m
+//! ```
+
+use std::io::{BufRead, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "Benchmark discern against the SPEC §16 targets")]
+struct Args {
+    /// Directory written by gen_dataset.py (dimensions.xml, bulk.xml, delta-*.xml, queries.jsonl).
+    #[arg(long)]
+    dataset: PathBuf,
+    /// The engine binary.
+    #[arg(long, default_value = "target/release/discern")]
+    binary: PathBuf,
+    /// Where the engine's data dir goes (default: a temp dir, removed afterwards).
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Queries replayed per class (at most).
+    #[arg(long, default_value_t = 100)]
+    per_class: usize,
+}
+
+struct Engine {
+    child: Child,
+    port: u16,
+}
+
+impl Engine {
+    fn start(binary: &Path, data: &Path) -> anyhow::Result<(Engine, Duration)> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let started = Instant::now();
+        let child = Command::new(binary)
+            .args(["serve", "--data-dir", &data.to_string_lossy(), "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let e = Engine { child, port };
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while Instant::now() < deadline {
+            if let Ok((204, _)) = e.request("GET", "/ws/queryable", Body::None) {
+                return Ok((e, started.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        bail!("engine not queryable within 600 s")
+    }
+
+    fn request(&self, method: &str, path: &str, body: Body) -> std::io::Result<(u16, Vec<u8>)> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_nodelay(true)?;
+        let len = match &body {
+            Body::None => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::File(p) => std::fs::metadata(p)?.len(),
+        };
+        write!(s, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n")?;
+        match body {
+            Body::None => {}
+            Body::Bytes(b) => s.write_all(&b)?,
+            Body::File(p) => {
+                std::io::copy(&mut std::fs::File::open(p)?, &mut s)?;
+            }
+        }
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)?;
+        let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(out.len());
+        let head = String::from_utf8_lossy(&out[..head_end]).to_string();
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let mut body = out[head_end..].to_vec();
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            body = dechunk(&body);
+        }
+        Ok((status, body))
+    }
+
+    fn rss_bytes(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .map(|kb| kb * 1024)
+            .unwrap_or(0)
+    }
+
+    fn stop(mut self) {
+        // SIGTERM, so the restart measures a clean start
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+enum Body {
+    None,
+    Bytes(Vec<u8>),
+    File(PathBuf),
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else { break };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..nl]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = nl + 2;
+        out.extend_from_slice(&b[start..(start + size).min(b.len())]);
+        b = &b[(start + size + 2).min(b.len())..];
+    }
+    out
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn row(what: &str, figure: String, target: &str) {
+    println!("{what:<52} {figure:>22}   target {target}");
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let ds = &args.dataset;
+    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(ds.join("manifest.json")).context("manifest.json")?)?;
+    let n = manifest["n"].as_u64().unwrap_or(0);
+    let tmp;
+    let work = match &args.work {
+        Some(w) => w.clone(),
+        None => {
+            tmp = std::env::temp_dir().join(format!("discern-bench-{}", std::process::id()));
+            tmp.clone()
+        }
+    };
+    let _ = std::fs::remove_dir_all(&work);
+    let data = work.join("data");
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().map(str::to_string)).unwrap_or_default();
+    println!("machine: {cores} cores, {}", mem.trim());
+    println!("dataset: {} ({n} items)", ds.display());
+
+    let (engine, _) = Engine::start(&args.binary, &data)?;
+    let (s, _) = engine.request("POST", "/ws/dimensions", Body::File(ds.join("dimensions.xml")))?;
+    if s != 204 {
+        bail!("POST /ws/dimensions: {s}");
+    }
+    let t = Instant::now();
+    let (s, b) = engine.request("POST", "/ws/changeset?type=bulk", Body::File(ds.join("bulk.xml")))?;
+    let secs = t.elapsed().as_secs_f64();
+    if s != 201 {
+        bail!("bulk load: HTTP {s}: {}", String::from_utf8_lossy(&b));
+    }
+    row("bulk changeset -> applied, durable, queryable", format!("{:.0} items/s", n as f64 / secs), ">= 100,000 items/s");
+    row("resident memory after the bulk load", format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6), "<= 1,200 MB");
+
+    let mut delta_ms = Vec::new();
+    for k in 1.. {
+        let p = ds.join(format!("delta-{k}.xml"));
+        if !p.exists() {
+            break;
+        }
+        let t = Instant::now();
+        let (s, _) = engine.request("POST", "/ws/changeset", Body::File(p))?;
+        if s != 201 {
+            bail!("delta-{k}: HTTP {s}");
+        }
+        delta_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    delta_ms.sort_by(f64::total_cmp);
+    row(
+        &format!("delta of 1,000 -> visible (median of {})", delta_ms.len()),
+        format!("{:.1} ms", percentile(&delta_ms, 0.5)),
+        "<= 50 ms",
+    );
+
+    // query classes
+    let mut classes: Vec<(String, Vec<f64>)> = Vec::new();
+    let file = std::fs::File::open(ds.join("queries.jsonl"))?;
+    for line in std::io::BufReader::new(file).lines() {
+        let mut q: serde_json::Value = serde_json::from_str(&line?)?;
+        let class = q["_class"].as_str().unwrap_or("?").to_string();
+        let pos = match classes.iter().position(|(c, _)| *c == class) {
+            Some(p) => p,
+            None => {
+                classes.push((class.clone(), Vec::new()));
+                classes.len() - 1
+            }
+        };
+        if classes[pos].1.len() >= args.per_class {
+            continue;
+        }
+        let (path, body) = if class == "didyoumean" {
+            let dim = q["dimension"].as_str().unwrap_or("").to_string();
+            (format!("/ws/didyoumean/{dim}"), q.clone())
+        } else {
+            if let Some(o) = q.as_object_mut() {
+                o.retain(|k, _| !k.starts_with('_'));
+            }
+            ("/ws/query".to_string(), q)
+        };
+        let t = Instant::now();
+        let (s, _) = engine.request("POST", &path, Body::Bytes(body.to_string().into_bytes()))?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        if s == 200 {
+            classes[pos].1.push(ms);
+        }
+    }
+    let target = |c: &str| match c {
+        "exact" => "p50 <= 1 ms, p99 <= 5 ms",
+        "rank" | "geo" => "p50 <= 5 ms, p99 <= 20 ms",
+        "facets" => "p50 <= 5 ms",
+        "text" => "p50 <= 1 ms",
+        "didyoumean" => "p50 <= 2 ms",
+        _ => "-",
+    };
+    for (class, mut times) in classes {
+        times.sort_by(f64::total_cmp);
+        if times.is_empty() {
+            row(&format!("query class {class} (over HTTP)"), "not answered".into(), target(&class));
+            continue;
+        }
+        row(
+            &format!("query class {class} ({} queries, over HTTP)", times.len()),
+            format!("p50 {:.2} / p99 {:.2} ms", percentile(&times, 0.5), percentile(&times, 0.99)),
+            target(&class),
+        );
+    }
+
+    let t = Instant::now();
+    let (s, body) = engine.request("GET", "/ws/export", Body::None)?;
+    let secs = t.elapsed().as_secs_f64();
+    let lines = body.iter().filter(|b| **b == b'\n').count();
+    if s == 200 {
+        // header + 2 lines per item + final empty line
+        let items = lines.saturating_sub(2) / 2;
+        row("export of all items with sources", format!("{:.0} items/s", items as f64 / secs), ">= 300,000 items/s");
+    }
+    row("resident memory after queries and export", format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6), "<= 1,200 MB");
+
+    engine.stop();
+    let (engine, took) = Engine::start(&args.binary, &data)?;
+    row("restart to queryable", format!("{:.2} s", took.as_secs_f64()), "<= 5 s");
+    engine.stop();
+    if args.work.is_none() {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    Ok(())
+}
