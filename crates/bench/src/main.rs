@@ -42,7 +42,13 @@ impl Engine {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let started = Instant::now();
         let child = Command::new(binary)
-            .args(["serve", "--data-dir", &data.to_string_lossy(), "--listen", &format!("127.0.0.1:{port}")])
+            .args([
+                "serve",
+                "--data-dir",
+                &data.to_string_lossy(),
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -76,11 +82,22 @@ impl Engine {
         }
         let mut out = Vec::new();
         s.read_to_end(&mut out)?;
-        let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(out.len());
+        let head_end = out
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|p| p + 4)
+            .unwrap_or(out.len());
         let head = String::from_utf8_lossy(&out[..head_end]).to_string();
-        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         let mut body = out[head_end..].to_vec();
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
             body = dechunk(&body);
         }
         Ok((status, body))
@@ -89,14 +106,20 @@ impl Engine {
     fn rss_bytes(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
-            .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            })
             .map(|kb| kb * 1024)
             .unwrap_or(0)
     }
 
     fn stop(mut self) {
         // SIGTERM, so the restart measures a clean start
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
         let _ = self.child.wait();
     }
 }
@@ -110,7 +133,9 @@ enum Body {
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else { break };
+        let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else {
+            break;
+        };
         let size = usize::from_str_radix(String::from_utf8_lossy(&b[..nl]).trim(), 16).unwrap_or(0);
         if size == 0 {
             break;
@@ -137,7 +162,8 @@ fn row(what: &str, figure: String, target: &str) {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let ds = &args.dataset;
-    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(ds.join("manifest.json")).context("manifest.json")?)?;
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ds.join("manifest.json")).context("manifest.json")?)?;
     let n = manifest["n"].as_u64().unwrap_or(0);
     let tmp;
     let work = match &args.work {
@@ -149,24 +175,45 @@ fn main() -> anyhow::Result<()> {
     };
     let _ = std::fs::remove_dir_all(&work);
     let data = work.join("data");
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().map(str::to_string)).unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_default();
     println!("machine: {cores} cores, {}", mem.trim());
     println!("dataset: {} ({n} items)", ds.display());
 
     let (engine, _) = Engine::start(&args.binary, &data)?;
-    let (s, _) = engine.request("POST", "/ws/dimensions", Body::File(ds.join("dimensions.xml")))?;
+    let (s, _) = engine.request(
+        "POST",
+        "/ws/dimensions",
+        Body::File(ds.join("dimensions.xml")),
+    )?;
     if s != 204 {
         bail!("POST /ws/dimensions: {s}");
     }
     let t = Instant::now();
-    let (s, b) = engine.request("POST", "/ws/changeset?type=bulk", Body::File(ds.join("bulk.xml")))?;
+    let (s, b) = engine.request(
+        "POST",
+        "/ws/changeset?type=bulk",
+        Body::File(ds.join("bulk.xml")),
+    )?;
     let secs = t.elapsed().as_secs_f64();
     if s != 201 {
         bail!("bulk load: HTTP {s}: {}", String::from_utf8_lossy(&b));
     }
-    row("bulk changeset -> applied, durable, queryable", format!("{:.0} items/s", n as f64 / secs), ">= 100,000 items/s");
-    row("resident memory after the bulk load", format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6), "<= 1,200 MB");
+    row(
+        "bulk changeset -> applied, durable, queryable",
+        format!("{:.0} items/s", n as f64 / secs),
+        ">= 100,000 items/s",
+    );
+    row(
+        "resident memory after the bulk load",
+        format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6),
+        "<= 1,200 MB",
+    );
 
     let mut delta_ms = Vec::new();
     for k in 1.. {
@@ -231,12 +278,20 @@ fn main() -> anyhow::Result<()> {
     for (class, mut times) in classes {
         times.sort_by(f64::total_cmp);
         if times.is_empty() {
-            row(&format!("query class {class} (over HTTP)"), "not answered".into(), target(&class));
+            row(
+                &format!("query class {class} (over HTTP)"),
+                "not answered".into(),
+                target(&class),
+            );
             continue;
         }
         row(
             &format!("query class {class} ({} queries, over HTTP)", times.len()),
-            format!("p50 {:.2} / p99 {:.2} ms", percentile(&times, 0.5), percentile(&times, 0.99)),
+            format!(
+                "p50 {:.2} / p99 {:.2} ms",
+                percentile(&times, 0.5),
+                percentile(&times, 0.99)
+            ),
             target(&class),
         );
     }
@@ -248,13 +303,25 @@ fn main() -> anyhow::Result<()> {
     if s == 200 {
         // header + 2 lines per item + final empty line
         let items = lines.saturating_sub(2) / 2;
-        row("export of all items with sources", format!("{:.0} items/s", items as f64 / secs), ">= 300,000 items/s");
+        row(
+            "export of all items with sources",
+            format!("{:.0} items/s", items as f64 / secs),
+            ">= 300,000 items/s",
+        );
     }
-    row("resident memory after queries and export", format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6), "<= 1,200 MB");
+    row(
+        "resident memory after queries and export",
+        format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6),
+        "<= 1,200 MB",
+    );
 
     engine.stop();
     let (engine, took) = Engine::start(&args.binary, &data)?;
-    row("restart to queryable", format!("{:.2} s", took.as_secs_f64()), "<= 5 s");
+    row(
+        "restart to queryable",
+        format!("{:.2} s", took.as_secs_f64()),
+        "<= 5 s",
+    );
     engine.stop();
     if args.work.is_none() {
         let _ = std::fs::remove_dir_all(&work);

@@ -1,7 +1,7 @@
 //! Building query responses (SPEC §7.4) from evaluated results.
 
 use discern_dimensions::to_json;
-use discern_index::{evaluate, parse_query, Filter, Snapshot};
+use discern_index::{evaluate, parse_query, sort_hits, Filter, Snapshot};
 use discern_model::{RecordWithId, Result};
 use serde_json::{json, Map, Value as J};
 
@@ -20,7 +20,8 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         not_items: Some(&q.not_items),
         exact_only: q.exact_only,
     };
-    let results = evaluate(&snap, &mut q.criteria, &filter, true);
+    let mut results = evaluate(&snap, &mut q.criteria, &filter, true);
+    sort_hits(&snap, &mut results.hits, &q.sort);
     let total = results.hits.len();
     let page: Vec<_> = results
         .hits

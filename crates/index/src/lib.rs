@@ -6,10 +6,12 @@ mod criteria;
 mod eval;
 mod geo;
 mod query;
+mod sort;
 mod text;
 
 pub use eval::{evaluate, Filter, Hit, Results};
 pub use query::{parse_export, parse_query, ExportRequest, Query};
+pub use sort::{sort_hits, SortKey};
 
 use std::collections::HashMap;
 use std::sync::Arc;

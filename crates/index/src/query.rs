@@ -8,6 +8,7 @@ use discern_model::{Error, Result};
 use serde_json::{Map, Value as J};
 
 use crate::criteria::{parse_criteria, Criterion};
+use crate::sort::{parse_sort, SortKey};
 
 pub struct Query {
     pub criteria: Vec<Criterion>,
@@ -20,6 +21,7 @@ pub struct Query {
     pub properties: Option<Vec<String>>,
     pub values: Vec<String>,
     pub render_parameters: bool,
+    pub sort: Vec<SortKey>,
 }
 
 pub struct ExportRequest {
@@ -176,7 +178,12 @@ pub fn parse_query(body: &J, dims: &Dimensions, max_paged_docs: usize) -> Result
         .map(|v| as_bool(v, "renderParameters"))
         .transpose()?
         .unwrap_or(false);
+    let sort = member(obj, "sortBy")
+        .map(|v| parse_sort(v, dims))
+        .transpose()?
+        .unwrap_or_default();
     Ok(Query {
+        sort,
         criteria,
         start,
         page_size,
