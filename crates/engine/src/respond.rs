@@ -1,7 +1,9 @@
 //! Building query responses (SPEC §7.4) from evaluated results.
 
 use discern_dimensions::to_json;
-use discern_index::{evaluate, parse_query, sort_hits, Filter, Snapshot};
+use discern_index::{
+    compute_drill_down, compute_facets, evaluate, parse_query, sort_hits, Filter, Snapshot,
+};
 use discern_model::{RecordWithId, Result};
 use serde_json::{json, Map, Value as J};
 
@@ -96,6 +98,18 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
             q.page_size
         );
         out.insert("renderParameters".into(), J::String(qs));
+    }
+    if !q.facets.is_empty() {
+        out.insert(
+            "facets".into(),
+            compute_facets(&snap, &results.hits, &q.facets),
+        );
+    }
+    if let Some(dd) = &q.drill_down {
+        out.insert(
+            "drillDown".into(),
+            compute_drill_down(&snap, &results.hits, dd),
+        );
     }
     out.insert("isGrouped".into(), J::Bool(false));
     Ok(J::Object(out))

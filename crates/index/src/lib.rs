@@ -4,12 +4,14 @@
 
 mod criteria;
 mod eval;
+mod facets;
 mod geo;
 mod query;
 mod sort;
 mod text;
 
 pub use eval::{evaluate, Filter, Hit, Results};
+pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
 pub use query::{parse_export, parse_query, ExportRequest, Query};
 pub use sort::{sort_hits, SortKey};
 
@@ -29,9 +31,10 @@ pub struct Doc {
     pub values: DocValues,
 }
 
+/// Docs are shared between snapshots: copying a chunk on write copies pointers only.
 #[derive(Clone, Default, Debug)]
 struct Chunk {
-    docs: Vec<Option<Doc>>,
+    docs: Vec<Option<Arc<Doc>>>,
 }
 
 /// An immutable view of the index. Cheap to clone (chunks are shared).
@@ -65,7 +68,7 @@ impl Snapshot {
             .get(n as usize / CHUNK)?
             .docs
             .get(n as usize % CHUNK)?
-            .as_ref()
+            .as_deref()
     }
 
     pub(crate) fn chunks(&self) -> &[Arc<Chunk>] {
@@ -74,7 +77,9 @@ impl Snapshot {
 
     /// Every live document, in doc-number order.
     pub fn docs(&self) -> impl Iterator<Item = &Doc> {
-        self.chunks.iter().flat_map(|c| c.docs.iter().flatten())
+        self.chunks
+            .iter()
+            .flat_map(|c| c.docs.iter().flatten().map(|d| &**d))
     }
 
     /// Rough bytes held by the index (for metrics).
@@ -181,7 +186,7 @@ impl Default for IndexWriter {
 }
 
 impl Builder<'_> {
-    fn slot(&mut self, doc: u32) -> &mut Option<Doc> {
+    fn slot(&mut self, doc: u32) -> &mut Option<Arc<Doc>> {
         let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
         while self.chunks.len() <= c {
             self.chunks.push(Arc::new(Chunk {
@@ -221,7 +226,7 @@ impl Builder<'_> {
                 (doc, key)
             }
         };
-        *self.slot(doc) = Some(Doc { id: key, values });
+        *self.slot(doc) = Some(Arc::new(Doc { id: key, values }));
     }
 
     pub fn delete(&mut self, id: &str) {

@@ -8,6 +8,7 @@ use discern_model::{Error, Result};
 use serde_json::{Map, Value as J};
 
 use crate::criteria::{parse_criteria, Criterion};
+use crate::facets::{parse_drill_down, parse_facets, DrillDown, FacetRequest};
 use crate::sort::{parse_sort, SortKey};
 
 pub struct Query {
@@ -22,6 +23,8 @@ pub struct Query {
     pub values: Vec<String>,
     pub render_parameters: bool,
     pub sort: Vec<SortKey>,
+    pub facets: Vec<FacetRequest>,
+    pub drill_down: Option<Vec<DrillDown>>,
 }
 
 pub struct ExportRequest {
@@ -182,7 +185,16 @@ pub fn parse_query(body: &J, dims: &Dimensions, max_paged_docs: usize) -> Result
         .map(|v| parse_sort(v, dims))
         .transpose()?
         .unwrap_or_default();
+    let facets = member(obj, "facets")
+        .map(|v| parse_facets(v, dims))
+        .transpose()?
+        .unwrap_or_default();
+    let drill_down = member(obj, "drillDown")
+        .map(|v| parse_drill_down(v, dims))
+        .transpose()?;
     Ok(Query {
+        facets,
+        drill_down,
         sort,
         criteria,
         start,
