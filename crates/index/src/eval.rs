@@ -69,6 +69,42 @@ fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
     span.max(1.0) / 10.0
 }
 
+/// Calls `f` on every text matcher in the criteria tree.
+fn for_each_text(criteria: &mut [Criterion], f: &mut dyn FnMut(&mut crate::text::TextMatcher)) {
+    for c in criteria {
+        match &mut c.node {
+            Node::Group { children, .. } => for_each_text(children, f),
+            Node::Leaf(leaf) => {
+                if let Matcher::Text(t) = &mut leaf.matcher {
+                    f(t);
+                }
+            }
+        }
+    }
+}
+
+fn item_outcome(
+    criteria: &[Criterion],
+    values: &[Option<IndexedValue>],
+    n: u32,
+    ctx: &EvalCtx,
+) -> Option<(bool, f64)> {
+    if criteria.is_empty() {
+        return Some((true, 1.0));
+    }
+    let mut exact = true;
+    let mut pairs = Vec::with_capacity(criteria.len());
+    for cr in criteria {
+        let o = cr.eval(values, n, ctx);
+        if o.culled {
+            return None;
+        }
+        exact &= o.exact;
+        pairs.push((cr.weight, o.r));
+    }
+    Some((exact, weighted_mean(&pairs)))
+}
+
 pub struct Filter<'a> {
     pub items: Option<&'a HashSet<String>>,
     pub not_items: Option<&'a HashSet<String>>,
@@ -85,7 +121,7 @@ pub fn evaluate(
     let mut scales = vec![0.0; snap.dims.len()];
     prepare(criteria, snap, &mut scales);
     let ctx = EvalCtx { scales };
-    let criteria: &[Criterion] = criteria;
+    let frozen: &[Criterion] = criteria;
     let chunks = snap.chunks();
     let mut hits: Vec<Hit> = chunks
         .par_iter()
@@ -105,21 +141,7 @@ pub fn evaluate(
                     }
                 }
                 let n = (c * crate::CHUNK + i) as u32;
-                let (exact, r) = if criteria.is_empty() {
-                    (true, 1.0)
-                } else {
-                    let mut exact = true;
-                    let mut pairs = Vec::with_capacity(criteria.len());
-                    for cr in criteria {
-                        let o = cr.eval(&doc.values, n, ctx);
-                        if o.culled {
-                            return None;
-                        }
-                        exact &= o.exact;
-                        pairs.push((cr.weight, o.r));
-                    }
-                    (exact, weighted_mean(&pairs))
-                };
+                let (exact, r) = item_outcome(frozen, &doc.values, n, ctx)?;
                 let is_result = exact || r > 0.0;
                 if !is_result || (filter.exact_only && !exact) {
                     return None;
@@ -133,6 +155,23 @@ pub fn evaluate(
             })
         })
         .collect();
+    // Text relevance is graded against the best score among the results: now that
+    // culling is known, regrade (membership and exactness do not change).
+    let mut has_text = false;
+    for_each_text(criteria, &mut |t| {
+        has_text = true;
+        t.set_max_over(hits.iter().map(|h| h.doc));
+    });
+    if has_text {
+        let criteria: &[Criterion] = criteria;
+        hits.par_iter_mut().for_each(|h| {
+            if let Some(doc) = snap.doc(h.doc) {
+                if let Some((_, r)) = item_outcome(criteria, &doc.values, h.doc, &ctx) {
+                    h.r = r;
+                }
+            }
+        });
+    }
     if sort {
         hits.par_sort_unstable_by(default_order);
     }
@@ -145,4 +184,51 @@ pub fn default_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
         .cmp(&a.exact)
         .then_with(|| b.r.partial_cmp(&a.r).unwrap_or(std::cmp::Ordering::Equal))
         .then_with(|| a.id.as_bytes().cmp(b.id.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_query, IndexWriter};
+    use discern_dimensions::Dimensions;
+    use discern_model::{Record, Value};
+
+    fn rec(pairs: &[(&str, &str)]) -> Record {
+        Record(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::Str(v.to_string())))
+                .collect(),
+        )
+    }
+
+    /// §7.2 text: g is graded against the best score among the results, so an item the
+    /// query culls cannot lower everyone else's relevance.
+    #[test]
+    fn text_grading_uses_best_result_after_culling() {
+        let dims = Dimensions::parse(
+            b"<dimensions><dimension id='k' type='keyword'/><dimension id='t' type='text' stopWords=''/></dimensions>",
+        )
+        .unwrap();
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(std::sync::Arc::new(dims)));
+        b.upsert("a", &rec(&[("k", "x"), ("t", "alpha dog")]));
+        b.upsert("b", &rec(&[("k", "x"), ("t", "alpha cat")]));
+        // the best text match, but culled by the keyword criterion
+        b.upsert("c", &rec(&[("t", "alpha alpha")]));
+        let snap = b.commit();
+        let body = serde_json::json!({"criteria": [
+            {"dimension": "k", "cull": true},
+            {"dimension": "t", "value": "alpha"}
+        ]});
+        let mut q = parse_query(&body, &snap.dims, 100).unwrap();
+        let filter = Filter {
+            items: None,
+            not_items: None,
+            exact_only: false,
+        };
+        let res = evaluate(&snap, &mut q.criteria, &filter, true);
+        let got: Vec<(&str, f64)> = res.hits.iter().map(|h| (&*h.id, h.r)).collect();
+        assert_eq!(got, vec![("a", 1.0), ("b", 1.0)]);
+    }
 }

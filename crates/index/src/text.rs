@@ -21,8 +21,10 @@ pub struct TextMatcher {
     require_all: bool,
     ignore_idf: bool,
     prefix_last: bool,
-    /// doc → (exact, g, m) computed by `prepare`.
+    /// doc → (exact, score, m) computed by `prepare`.
     prepared: HashMap<u32, (bool, f64, f64)>,
+    /// Best score among the query's results (grading reference for `g`).
+    max_score: f64,
 }
 
 struct FieldQuery {
@@ -155,6 +157,7 @@ impl TextMatcher {
             ignore_idf,
             prefix_last,
             prepared: HashMap::new(),
+            max_score: 0.0,
         }))
     }
 
@@ -269,24 +272,34 @@ impl TextMatcher {
                 raw.push(((c * crate::CHUNK + i) as u32, exact, score, m));
             }
         }
+        self.max_score = max_score;
         self.prepared = raw
             .into_iter()
-            .map(|(doc, exact, score, m)| {
-                let g = if max_score > 0.0 {
-                    0.5 + 0.5 * score / max_score
-                } else {
-                    1.0
-                };
-                (doc, (exact, g, m))
-            })
+            .map(|(doc, exact, score, m)| (doc, (exact, score, m)))
             .collect();
     }
 
+    /// Grades against the best score among `docs` (the query's results once culling is
+    /// known); membership never depends on it, since `g` >= 0.5.
+    pub fn set_max_over(&mut self, docs: impl Iterator<Item = u32>) {
+        self.max_score = docs
+            .filter_map(|d| self.prepared.get(&d).map(|p| p.1))
+            .fold(0.0, f64::max);
+    }
+
     pub fn eval(&self, doc: u32, exact_rel: f64, fuzzy_rel: f64) -> (bool, f64) {
-        match self.prepared.get(&doc) {
-            Some(&(true, g, _)) => (true, exact_rel * g),
-            Some(&(false, g, m)) => (false, fuzzy_rel * m * g),
-            None => (false, 0.0),
+        let Some(&(exact, score, m)) = self.prepared.get(&doc) else {
+            return (false, 0.0);
+        };
+        let g = if self.max_score > 0.0 {
+            0.5 + 0.5 * (score / self.max_score).min(1.0)
+        } else {
+            1.0
+        };
+        if exact {
+            (true, exact_rel * g)
+        } else {
+            (false, fuzzy_rel * m * g)
         }
     }
 }
