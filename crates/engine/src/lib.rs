@@ -4,6 +4,7 @@
 
 pub mod alloc;
 mod config;
+mod highlight;
 pub mod process;
 mod respond;
 

@@ -1,16 +1,48 @@
-//! Building query responses (SPEC §7.4) from evaluated results.
+//! Building query responses (SPEC §7.4–§7.9) from evaluated results.
 
-use discern_dimensions::to_json;
+use std::collections::HashMap;
+
+use discern_dimensions::{to_json, IndexedValue};
 use discern_index::{
-    compute_drill_down, compute_facets, evaluate, parse_query, sort_hits, Filter, Snapshot,
+    compute_drill_down, compute_facets, evaluate, parse_query, sort_hits, text_terms, Explain,
+    Filter, Hit, Snapshot,
 };
-use discern_model::{RecordWithId, Result};
+use discern_model::{Error, Record, RecordWithId, Result};
 use serde_json::{json, Map, Value as J};
 
+use crate::highlight::highlight;
 use crate::Engine;
 
 fn round6(r: f64) -> f64 {
     (r * 1e6).round() / 1e6
+}
+
+/// A record as `properties[i]` shows it: without `_id`, optionally restricted.
+fn props_json(id: &str, rec: &Record, names: &[String]) -> Result<J> {
+    let only = if names.is_empty() { None } else { Some(names) };
+    let mut v = serde_json::to_value(RecordWithId {
+        id,
+        record: rec,
+        only,
+    })
+    .map_err(Error::internal)?;
+    if let J::Object(m) = &mut v {
+        m.remove("_id");
+    }
+    Ok(v)
+}
+
+/// The group key of a result: its first value in the dimension, or its own id.
+fn group_key(snap: &Snapshot, dim: usize, h: &Hit) -> (bool, String) {
+    let v = snap
+        .doc(h.doc)
+        .and_then(|d| d.values.get(dim))
+        .and_then(|v| v.as_ref());
+    match v {
+        Some(IndexedValue::Strings(s)) if !s.is_empty() => (true, s[0].clone()),
+        Some(other) => (true, to_json(&snap.dims.dims[dim], other).to_string()),
+        None => (false, format!("\u{0}{}", h.id)),
+    }
 }
 
 /// Evaluates a `/ws/query` request against the current snapshot.
@@ -24,17 +56,42 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
     };
     let mut results = evaluate(&snap, &mut q.criteria, &filter, true);
     sort_hits(&snap, &mut results.hits, &q.sort);
-    let total = results.hits.len();
-    let page: Vec<_> = results
-        .hits
-        .iter()
-        .skip(q.start)
-        .take(q.page_size)
-        .collect();
+    let hits = &results.hits;
+
+    // Groups (or one group per result), in result order.
+    let groups: Vec<Vec<&Hit>> = match &q.group_by {
+        None => hits.iter().map(|h| vec![h]).collect(),
+        Some(g) => {
+            let mut index: HashMap<String, usize> = HashMap::new();
+            let mut out: Vec<Vec<&Hit>> = Vec::new();
+            for h in hits {
+                let (has, key) = group_key(&snap, g.dim, h);
+                if has
+                    && (g.not_groups.contains(&key)
+                        || g.groups.as_ref().is_some_and(|w| !w.contains(&key)))
+                {
+                    continue;
+                }
+                match index.get(&key) {
+                    Some(&i) => out[i].push(h),
+                    None => {
+                        index.insert(key, out.len());
+                        out.push(vec![h]);
+                    }
+                }
+            }
+            out
+        }
+    };
+    let total = groups.len();
+    let exact_total = groups.iter().filter(|g| g[0].exact).count();
+    let page_groups: Vec<&Vec<&Hit>> = groups.iter().skip(q.start).take(q.page_size).collect();
+    let page: Vec<&Hit> = page_groups.iter().map(|g| g[0]).collect();
+
     let mut out = Map::new();
     out.insert("datasetSize".into(), json!(snap.len()));
     out.insert("totalSize".into(), json!(total));
-    out.insert("exactSize".into(), json!(results.exact_count));
+    out.insert("exactSize".into(), json!(exact_total));
     out.insert(
         "availableSize".into(),
         json!(total.min(engine.config.max_paged_docs)),
@@ -54,33 +111,124 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         "relevanceValues".into(),
         J::Array(page.iter().map(|h| json!(round6(h.r))).collect()),
     );
+
+    // Records are read once per page item (and group member).
+    let needs_records = q.properties.is_some()
+        || q.highlighting.is_some()
+        || q.group_by.as_ref().is_some_and(|g| g.properties.is_some());
+    let mut records: HashMap<&str, Record> = HashMap::new();
+    if needs_records {
+        let top_n = q.group_by.as_ref().map(|g| g.top_n).unwrap_or(1);
+        for g in &page_groups {
+            for h in g.iter().take(top_n) {
+                if !records.contains_key(&*h.id) {
+                    records.insert(&h.id, engine.item(&h.id)?.unwrap_or_default());
+                }
+            }
+        }
+    }
+    let terms = text_terms(&q.criteria);
+    let highlights: Option<Vec<Map<String, J>>> = q.highlighting.as_ref().map(|hl| {
+        page.iter()
+            .map(|h| highlight(&snap.dims, &terms, hl, &records[&*h.id]))
+            .collect()
+    });
+
     if let Some(props) = &q.properties {
         let mut list = Vec::with_capacity(page.len());
-        for h in &page {
-            let rec = engine.item(&h.id)?.unwrap_or_default();
-            let only = if props.is_empty() {
-                None
-            } else {
-                Some(props.as_slice())
-            };
-            let mut v = serde_json::to_value(RecordWithId {
-                id: &h.id,
-                record: &rec,
-                only,
-            })
-            .map_err(discern_model::Error::internal)?;
-            if let J::Object(m) = &mut v {
-                m.remove("_id");
+        for (i, h) in page.iter().enumerate() {
+            let mut v = props_json(&h.id, &records[&*h.id], props)?;
+            if let (Some(hl), Some(marks), J::Object(m)) = (&q.highlighting, &highlights, &mut v) {
+                if hl.merge_properties {
+                    for (k, marked) in &marks[i] {
+                        if m.contains_key(k) {
+                            m.insert(k.clone(), marked.clone());
+                        }
+                    }
+                }
             }
             list.push(v);
         }
         out.insert("properties".into(), J::Array(list));
+    }
+    if let Some(h) = highlights {
+        out.insert(
+            "highlighting".into(),
+            J::Array(h.into_iter().map(J::Object).collect()),
+        );
     }
     if !q.values.is_empty() {
         out.insert(
             "values".into(),
             values_member(&snap, &q.values, page.iter().map(|h| h.doc)),
         );
+    }
+    if !q.index_values.is_empty() {
+        let mut iv = Map::new();
+        for &di in &q.index_values {
+            let dim = &snap.dims.dims[di];
+            let mut m = Map::new();
+            if let Some(set) = dim.kind.elements() {
+                for h in &page {
+                    if let Some(IndexedValue::Elements(es)) = snap
+                        .doc(h.doc)
+                        .and_then(|d| d.values.get(di))
+                        .and_then(|v| v.as_ref())
+                    {
+                        for &e in es {
+                            let el = &set.elements[e as usize];
+                            m.insert(
+                                el.id.clone(),
+                                J::String(el.name.clone().unwrap_or_else(|| el.value.clone())),
+                            );
+                        }
+                    }
+                }
+            }
+            iv.insert(dim.id.clone(), J::Object(m));
+        }
+        out.insert("indexValues".into(), J::Object(iv));
+    }
+    match q.explain {
+        Some(Explain::CriterionValue) => {
+            let ex: Vec<J> = page
+                .iter()
+                .map(|h| {
+                    J::Array(
+                        results
+                            .explain(&snap, &q.criteria, h.doc)
+                            .into_iter()
+                            .map(|(exact, r)| json!({"exact": exact, "relevance": round6(r)}))
+                            .collect(),
+                    )
+                })
+                .collect();
+            out.insert("explanation".into(), J::Array(ex));
+        }
+        Some(Explain::TextTokens) => {
+            let ex: Vec<J> = page
+                .iter()
+                .map(|h| {
+                    let mut toks: Vec<String> = Vec::new();
+                    if let Some(doc) = snap.doc(h.doc) {
+                        for (di, fi, qterms) in &terms {
+                            if let Some(IndexedValue::Text(fields)) =
+                                doc.values.get(*di).and_then(|v| v.as_ref())
+                            {
+                                if let Some(ft) = fields.get(*fi) {
+                                    toks.extend(qterms.iter().filter(|t| ft.contains(t)).cloned());
+                                }
+                            }
+                        }
+                    }
+                    toks.sort();
+                    toks.dedup();
+                    json!({ "textTokens": toks })
+                })
+                .collect();
+            out.insert("explanation".into(), J::Array(ex));
+        }
+        None => {}
     }
     if q.render_parameters {
         let ids: Vec<&str> = page.iter().map(|h| &*h.id).collect();
@@ -93,25 +241,59 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
             urlencode(&ids.join(" ")),
             exact,
             total,
-            results.exact_count,
+            exact_total,
             q.start,
             q.page_size
         );
         out.insert("renderParameters".into(), J::String(qs));
     }
     if !q.facets.is_empty() {
-        out.insert(
-            "facets".into(),
-            compute_facets(&snap, &results.hits, &q.facets),
-        );
+        out.insert("facets".into(), compute_facets(&snap, hits, &q.facets));
     }
     if let Some(dd) = &q.drill_down {
-        out.insert(
-            "drillDown".into(),
-            compute_drill_down(&snap, &results.hits, dd),
-        );
+        out.insert("drillDown".into(), compute_drill_down(&snap, hits, dd));
     }
-    out.insert("isGrouped".into(), J::Bool(false));
+    out.insert("isGrouped".into(), J::Bool(q.group_by.is_some()));
+    if let Some(g) = &q.group_by {
+        let members: Vec<Vec<&Hit>> = page_groups
+            .iter()
+            .map(|grp| grp.iter().take(g.top_n).copied().collect())
+            .collect();
+        let mut gm = Map::new();
+        gm.insert(
+            "itemIds".into(),
+            json!(members
+                .iter()
+                .map(|m| m.iter().map(|h| h.id.to_string()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()),
+        );
+        gm.insert(
+            "exactMatches".into(),
+            json!(members
+                .iter()
+                .map(|m| m.iter().map(|h| h.exact).collect::<Vec<_>>())
+                .collect::<Vec<_>>()),
+        );
+        gm.insert(
+            "relevanceValues".into(),
+            json!(members
+                .iter()
+                .map(|m| m.iter().map(|h| round6(h.r)).collect::<Vec<_>>())
+                .collect::<Vec<_>>()),
+        );
+        if let Some(names) = g.properties.as_ref().or(q.properties.as_ref()) {
+            let mut all = Vec::new();
+            for m in &members {
+                let mut one = Vec::new();
+                for h in m {
+                    one.push(props_json(&h.id, &records[&*h.id], names)?);
+                }
+                all.push(J::Array(one));
+            }
+            gm.insert("properties".into(), J::Array(all));
+        }
+        out.insert("groups".into(), J::Object(gm));
+    }
     Ok(J::Object(out))
 }
 

@@ -22,6 +22,42 @@ pub struct Results {
     /// Every result; in the default order when `evaluate` was asked to sort.
     pub hits: Vec<Hit>,
     pub exact_count: usize,
+    ctx: EvalCtx,
+}
+
+impl Results {
+    /// Per top-level criterion (exact, relevance) of one result (`explain`).
+    pub fn explain(&self, snap: &Snapshot, criteria: &[Criterion], doc: u32) -> Vec<(bool, f64)> {
+        let Some(d) = snap.doc(doc) else {
+            return Vec::new();
+        };
+        criteria
+            .iter()
+            .map(|c| {
+                let o = c.eval(&d.values, doc, &self.ctx);
+                (o.exact, o.r)
+            })
+            .collect()
+    }
+}
+
+/// Every text criterion's (dimension, field index, terms), for highlighting and
+/// `explain: textTokens`.
+pub fn text_terms(criteria: &[Criterion]) -> Vec<(usize, usize, Vec<String>)> {
+    let mut out = Vec::new();
+    for c in criteria {
+        match &c.node {
+            Node::Group { children, .. } => out.extend(text_terms(children)),
+            Node::Leaf(leaf) => {
+                if let (Matcher::Text(t), Some(d)) = (&leaf.matcher, leaf.dim) {
+                    for (fi, terms) in t.field_terms() {
+                        out.push((d, fi, terms.to_vec()));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn prepare(criteria: &mut [Criterion], snap: &Snapshot, scales: &mut Vec<f64>) {
@@ -176,7 +212,11 @@ pub fn evaluate(
         hits.par_sort_unstable_by(default_order);
     }
     let exact_count = hits.iter().filter(|h| h.exact).count();
-    Results { hits, exact_count }
+    Results {
+        hits,
+        exact_count,
+        ctx,
+    }
 }
 
 pub fn default_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {

@@ -10,9 +10,10 @@ mod query;
 mod sort;
 mod text;
 
-pub use eval::{evaluate, Filter, Hit, Results};
+pub use criteria::Criterion;
+pub use eval::{evaluate, text_terms, Filter, Hit, Results};
 pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
-pub use query::{parse_export, parse_query, ExportRequest, Query};
+pub use query::{parse_export, parse_query, Explain, ExportRequest, GroupBy, Highlighting, Query};
 pub use sort::{sort_hits, SortKey};
 
 use std::collections::HashMap;

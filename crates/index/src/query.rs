@@ -25,6 +25,35 @@ pub struct Query {
     pub sort: Vec<SortKey>,
     pub facets: Vec<FacetRequest>,
     pub drill_down: Option<Vec<DrillDown>>,
+    pub group_by: Option<GroupBy>,
+    pub highlighting: Option<Highlighting>,
+    pub explain: Option<Explain>,
+    /// `indexValues`: dimension indices.
+    pub index_values: Vec<usize>,
+}
+
+/// `groupBy` (SPEC §7.7).
+pub struct GroupBy {
+    pub dim: usize,
+    pub top_n: usize,
+    pub properties: Option<Vec<String>>,
+    pub groups: Option<HashSet<String>>,
+    pub not_groups: HashSet<String>,
+}
+
+/// `highlighting` (SPEC §7.8).
+pub struct Highlighting {
+    pub pre: String,
+    pub post: String,
+    pub include: Option<Vec<String>>,
+    pub exclude: Vec<String>,
+    pub merge_properties: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Explain {
+    CriterionValue,
+    TextTokens,
 }
 
 pub struct ExportRequest {
@@ -192,7 +221,50 @@ pub fn parse_query(body: &J, dims: &Dimensions, max_paged_docs: usize) -> Result
     let drill_down = member(obj, "drillDown")
         .map(|v| parse_drill_down(v, dims))
         .transpose()?;
+    let group_by = member(obj, "groupBy")
+        .map(|v| parse_group_by(v, dims))
+        .transpose()?;
+    let highlighting = member(obj, "highlighting")
+        .map(parse_highlighting)
+        .transpose()?;
+    let explain = match member(obj, "explain") {
+        None => None,
+        Some(v) => match as_str(v, "explain")? {
+            "criterionValue" => Some(Explain::CriterionValue),
+            "textTokens" => Some(Explain::TextTokens),
+            other => {
+                return Err(bad(
+                    "explain",
+                    format!("{other:?} is not criterionValue or textTokens"),
+                ))
+            }
+        },
+    };
+    let index_values = match member(obj, "indexValues") {
+        None => Vec::new(),
+        Some(J::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let p = format!("indexValues[{i}].dimension");
+                let d = x.get("dimension").ok_or_else(|| bad(&p, "required"))?;
+                let id = as_str(d, &p)?;
+                dims.index_of(id)
+                    .ok_or_else(|| bad(&p, format!("unknown dimension {id:?}")))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        Some(other) => {
+            return Err(bad(
+                "indexValues",
+                format!("expected an array, got {other}"),
+            ))
+        }
+    };
     Ok(Query {
+        group_by,
+        highlighting,
+        explain,
+        index_values,
         facets,
         drill_down,
         sort,
@@ -205,6 +277,83 @@ pub fn parse_query(body: &J, dims: &Dimensions, max_paged_docs: usize) -> Result
         properties,
         values,
         render_parameters,
+    })
+}
+
+fn parse_group_by(v: &J, dims: &Dimensions) -> Result<GroupBy> {
+    let J::Object(o) = v else {
+        return Err(bad("groupBy", format!("expected an object, got {v}")));
+    };
+    let id = as_str(
+        member(o, "dimension").ok_or_else(|| bad("groupBy.dimension", "required"))?,
+        "groupBy.dimension",
+    )?;
+    let dim = dims
+        .index_of(id)
+        .ok_or_else(|| bad("groupBy.dimension", format!("unknown dimension {id:?}")))?;
+    Ok(GroupBy {
+        dim,
+        top_n: member(o, "topN")
+            .map(|v| as_usize(v, "groupBy.topN"))
+            .transpose()?
+            .unwrap_or(1)
+            .max(1),
+        properties: member(o, "properties")
+            .map(|v| string_list(v, "groupBy.properties"))
+            .transpose()?,
+        groups: member(o, "groups")
+            .map(|v| string_list(v, "groupBy.groups"))
+            .transpose()?
+            .map(|l| l.into_iter().collect()),
+        not_groups: member(o, "notGroups")
+            .map(|v| string_list(v, "groupBy.notGroups"))
+            .transpose()?
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+    })
+}
+
+fn parse_highlighting(v: &J) -> Result<Highlighting> {
+    let J::Object(o) = v else {
+        return Err(bad("highlighting", format!("expected an object, got {v}")));
+    };
+    let (pre, post) = match member(o, "template") {
+        None => ("<b>".to_string(), "</b>".to_string()),
+        Some(J::Array(a)) if a.len() == 2 => (
+            as_str(&a[0], "highlighting.template[0]")?.to_string(),
+            as_str(&a[1], "highlighting.template[1]")?.to_string(),
+        ),
+        Some(other) => {
+            return Err(bad(
+                "highlighting.template",
+                format!("expected [pre, post], got {other}"),
+            ))
+        }
+    };
+    let merge_properties = match member(o, "merge") {
+        None => false,
+        Some(m) => match as_str(m, "highlighting.merge")? {
+            "properties" => true,
+            other => {
+                return Err(bad(
+                    "highlighting.merge",
+                    format!("{other:?} is not \"properties\""),
+                ))
+            }
+        },
+    };
+    Ok(Highlighting {
+        pre,
+        post,
+        include: member(o, "includeDimensions")
+            .map(|v| string_list(v, "highlighting.includeDimensions"))
+            .transpose()?,
+        exclude: member(o, "excludeDimensions")
+            .map(|v| string_list(v, "highlighting.excludeDimensions"))
+            .transpose()?
+            .unwrap_or_default(),
+        merge_properties,
     })
 }
 

@@ -279,6 +279,11 @@ impl TextMatcher {
             .collect();
     }
 
+    /// (field index, analysed query terms) per queried field.
+    pub fn field_terms(&self) -> impl Iterator<Item = (usize, &[String])> {
+        self.fields.iter().map(|f| (f.index, f.terms.as_slice()))
+    }
+
     /// Grades against the best score among `docs` (the query's results once culling is
     /// known); membership never depends on it, since `g` >= 0.5.
     pub fn set_max_over(&mut self, docs: impl Iterator<Item = u32>) {
