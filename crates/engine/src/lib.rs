@@ -7,6 +7,7 @@ mod config;
 mod highlight;
 pub mod process;
 mod respond;
+pub mod stats;
 
 pub use config::Config;
 pub use respond::{export_line_meta, query_response};
@@ -51,6 +52,9 @@ pub struct Engine {
     writer: Arc<Mutex<WriterState>>,
     queryable: AtomicBool,
     pub counters: Counters,
+    pub stats: stats::Statistics,
+    /// Values the current index could not read (`item.errors`).
+    item_errors: AtomicU64,
     /// Whether applies maintain the in-memory index (off for offline `load`).
     indexing: bool,
 }
@@ -76,6 +80,8 @@ impl Engine {
             })),
             queryable: AtomicBool::new(false),
             counters: Counters::default(),
+            stats: stats::Statistics::default(),
+            item_errors: AtomicU64::new(0),
             indexing,
         }))
     }
@@ -154,6 +160,7 @@ impl Engine {
             ms = started.elapsed().as_millis() as u64,
             "index built"
         );
+        self.item_errors.store(writer.errors, Ordering::Relaxed);
         guard.index = writer;
         self.snapshot.store(Arc::new(snap));
         Ok(())
@@ -181,17 +188,20 @@ impl Engine {
             })?;
             if matches!(outcome, ApplyOutcome::Applied { .. }) {
                 self.snapshot.store(Arc::new(b.commit()));
+                self.item_errors
+                    .store(guard.index.errors, Ordering::Relaxed);
             }
         } else {
             outcome = self.store.apply_changeset(ty, body, &mut |_| Ok(()))?;
         }
         if let ApplyOutcome::Applied {
+            meta,
             created,
             modified,
             deleted,
-            ..
         } = &outcome
         {
+            self.record_stored(meta);
             self.counters.applied.fetch_add(1, Ordering::Relaxed);
             self.counters.created.fetch_add(*created, Ordering::Relaxed);
             self.counters
@@ -220,7 +230,66 @@ impl Engine {
     }
 
     pub fn checkpoint(&self, _guard: &mut WriterGuard) -> Result<ChangesetMeta> {
-        self.store.checkpoint()
+        let started = std::time::Instant::now();
+        let meta = self.store.checkpoint()?;
+        self.stats.record(
+            "checkpoint",
+            &[("time", started.elapsed().as_millis() as f64)],
+        );
+        self.record_stored(&meta);
+        Ok(meta)
+    }
+
+    fn record_stored(&self, meta: &ChangesetMeta) {
+        let family = format!("changeset.{}", meta.ty.as_str());
+        self.stats.record(&family, &[("size", meta.length as f64)]);
+        self.stats
+            .add_sum(&family, "compressed", meta.raw_length as f64);
+    }
+
+    /// Every statistics line (SPEC §11): recorded series plus current counters.
+    pub fn statistics_lines(&self) -> Vec<(String, String)> {
+        let snap = self.snapshot();
+        let index_count: usize = snap
+            .dims
+            .dims
+            .iter()
+            .map(|d| match &d.kind {
+                discern_dimensions::DimensionKind::Text(t) => t.fields.len(),
+                _ => 1,
+            })
+            .sum();
+        let c = &self.counters;
+        let counters = vec![
+            (
+                "changeset.apply.count".to_string(),
+                c.applied.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "changeset.apply.created.sum".to_string(),
+                c.created.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "changeset.apply.deleted.sum".to_string(),
+                c.deleted.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "changeset.apply.modified.sum".to_string(),
+                c.modified.load(Ordering::Relaxed).to_string(),
+            ),
+            ("index.count".to_string(), index_count.to_string()),
+            ("index.items".to_string(), snap.len().to_string()),
+            (
+                "item.count".to_string(),
+                self.store.item_count().unwrap_or(0).to_string(),
+            ),
+            ("item.disk".to_string(), self.store.disk_size().to_string()),
+            (
+                "item.errors".to_string(),
+                self.item_errors.load(Ordering::Relaxed).to_string(),
+            ),
+        ];
+        self.stats.lines(counters)
     }
 
     pub fn item(&self, id: &str) -> Result<Option<Record>> {

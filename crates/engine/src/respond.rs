@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use discern_dimensions::{to_json, IndexedValue};
 use discern_index::{
-    compute_drill_down, compute_facets, evaluate, parse_query, sort_hits, text_terms, Explain,
-    Filter, Hit, Snapshot,
+    compute_drill_down, compute_facets, criteria_dims, evaluate, parse_query, sort_hits,
+    text_terms, Explain, Filter, Hit, Snapshot,
 };
 use discern_model::{Error, Record, RecordWithId, Result};
 use serde_json::{json, Map, Value as J};
@@ -54,8 +54,23 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         not_items: Some(&q.not_items),
         exact_only: q.exact_only,
     };
+    let started = std::time::Instant::now();
     let mut results = evaluate(&snap, &mut q.criteria, &filter, true);
     sort_hits(&snap, &mut results.hits, &q.sort);
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut dims = Vec::new();
+    criteria_dims(&q.criteria, &mut dims);
+    let mut types: Vec<&str> = dims
+        .iter()
+        .map(|d| snap.dims.dims[*d].kind.type_name())
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    for ty in types {
+        engine
+            .stats
+            .record(&format!("index.query.{ty}"), &[("time", ms.round())]);
+    }
     let hits = &results.hits;
 
     // Groups (or one group per result), in result order.

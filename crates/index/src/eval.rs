@@ -41,6 +41,16 @@ impl Results {
     }
 }
 
+/// The dimensions the criteria name (for per-type statistics).
+pub fn criteria_dims(criteria: &[Criterion], out: &mut Vec<usize>) {
+    for c in criteria {
+        match &c.node {
+            Node::Group { children, .. } => criteria_dims(children, out),
+            Node::Leaf(leaf) => out.extend(leaf.dim),
+        }
+    }
+}
+
 /// Every text criterion's (dimension, field index, terms), for highlighting and
 /// `explain: textTokens`.
 pub fn text_terms(criteria: &[Criterion]) -> Vec<(usize, usize, Vec<String>)> {

@@ -11,7 +11,7 @@ mod sort;
 mod text;
 
 pub use criteria::Criterion;
-pub use eval::{evaluate, text_terms, Filter, Hit, Results};
+pub use eval::{criteria_dims, evaluate, text_terms, Filter, Hit, Results};
 pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
 pub use query::{parse_export, parse_query, Explain, ExportRequest, GroupBy, Highlighting, Query};
 pub use sort::{sort_hits, SortKey};

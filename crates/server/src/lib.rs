@@ -7,6 +7,7 @@ mod health;
 mod items;
 mod log_routes;
 mod query;
+mod statistics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -69,9 +70,16 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/ws/items", get(items::items_get).post(items::items_post))
         .route("/json/getProperties", post(items::get_properties))
         .route("/ws/values/{id}", get(items::values))
+        .route("/ws/statistics", get(statistics::groups))
+        .route("/ws/statistics/fetch", get(statistics::fetch_all))
+        .route("/ws/statistics/fetch/{groups}", get(statistics::fetch))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .layer(axum::middleware::map_response(
             errors::json_error_for_bare_status,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            engine.clone(),
+            statistics::time_requests,
         ))
         .with_state(engine)
 }

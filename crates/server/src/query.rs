@@ -42,8 +42,42 @@ async fn run_query(engine: AppState, body: J) -> Result<J, ApiError> {
     Ok(out)
 }
 
-fn json_response(v: &J) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+/// Counts the outcome of a JSON API call (SPEC §11 `json.*`, `query.regular|empty.*`).
+fn record(engine: &AppState, started: std::time::Instant, outcome: &Result<(J, String), ApiError>) {
+    let ms = (started.elapsed().as_secs_f64() * 1e3).round();
+    match outcome {
+        Ok((v, text)) => {
+            engine.stats.record("json.success", &[("", ms)]);
+            let empty = v.get("totalSize").and_then(J::as_u64) == Some(0);
+            let family = if empty {
+                "query.empty"
+            } else {
+                "query.regular"
+            };
+            engine
+                .stats
+                .record(family, &[("size", text.len() as f64), ("time", ms)]);
+        }
+        Err(e) if e.status.is_server_error() => engine.stats.record("json.failed", &[("", ms)]),
+        Err(_) => engine.stats.record("json.invalid", &[("", ms)]),
+    }
+}
+
+/// Runs a query whose request body `req` yields, counting the outcome.
+async fn counted(
+    engine: AppState,
+    req: impl std::future::Future<Output = Result<J, ApiError>>,
+) -> Result<(J, String), ApiError> {
+    let started = std::time::Instant::now();
+    let out = async {
+        let body = req.await?;
+        let v = run_query(engine.clone(), body).await?;
+        let text = v.to_string();
+        Ok((v, text))
+    }
+    .await;
+    record(&engine, started, &out);
+    out
 }
 
 pub async fn query(
@@ -51,8 +85,8 @@ pub async fn query(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let req = read_json(body, &headers).await?;
-    Ok(json_response(&run_query(engine, req).await?))
+    let (_, text) = counted(engine, read_json(body, &headers)).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
 }
 
 fn valid_callback(name: &str) -> bool {
@@ -66,8 +100,11 @@ pub async fn query_get(
     State(engine): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let q = params.get("q").map(String::as_str).unwrap_or("{}");
-    let req = parse_json(q.as_bytes())?;
+    let q = params
+        .get("q")
+        .map(String::as_str)
+        .unwrap_or("{}")
+        .to_string();
     let callback = params.get("callback").cloned();
     if let Some(cb) = &callback {
         if !valid_callback(cb) {
@@ -76,14 +113,14 @@ pub async fn query_get(
             )));
         }
     }
-    let out = run_query(engine, req).await?;
+    let (_, text) = counted(engine, async move { parse_json(q.as_bytes()) }).await?;
     Ok(match callback {
         Some(cb) => (
             [(header::CONTENT_TYPE, "application/javascript")],
-            format!("{cb}({out});"),
+            format!("{cb}({text});"),
         )
             .into_response(),
-        None => json_response(&out),
+        None => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
     })
 }
 
