@@ -39,6 +39,23 @@ pub struct DrillDown {
     ids: Option<Vec<String>>,
 }
 
+/// An optional array of bucket ids (numbers accepted as their text).
+fn id_list(v: Option<&J>, path: &str) -> Result<Option<Vec<String>>> {
+    match v {
+        None => Ok(None),
+        Some(J::Array(a)) => Ok(Some(
+            a.iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| x.to_string())
+                })
+                .collect(),
+        )),
+        Some(other) => Err(bad(path, format!("expected an array of ids, got {other}"))),
+    }
+}
+
 pub fn parse_facets(v: &J, dims: &Dimensions) -> Result<Vec<FacetRequest>> {
     let J::Object(m) = v else {
         return Err(bad(
@@ -91,24 +108,7 @@ pub fn parse_facets(v: &J, dims: &Dimensions) -> Result<Vec<FacetRequest>> {
                 }
             },
         };
-        let data_ids = match member(obj, "dataIds") {
-            None => None,
-            Some(J::Array(a)) => Some(
-                a.iter()
-                    .map(|x| {
-                        x.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| x.to_string())
-                    })
-                    .collect(),
-            ),
-            Some(other) => {
-                return Err(bad(
-                    &p("dataIds"),
-                    format!("expected an array of ids, got {other}"),
-                ))
-            }
-        };
+        let data_ids = id_list(member(obj, "dataIds"), &p("dataIds"))?;
         let root = match member(obj, "rootId") {
             None => None,
             Some(r) => {
@@ -177,24 +177,7 @@ pub fn parse_drill_down(v: &J, dims: &Dimensions) -> Result<Vec<DrillDown>> {
                     format!("unknown dimension {id:?}"),
                 )
             })?;
-            let ids = match member(o, "ids") {
-                None => None,
-                Some(J::Array(a)) => Some(
-                    a.iter()
-                        .map(|x| {
-                            x.as_str()
-                                .map(str::to_string)
-                                .unwrap_or_else(|| x.to_string())
-                        })
-                        .collect(),
-                ),
-                Some(other) => {
-                    return Err(bad(
-                        &format!("{path}.ids"),
-                        format!("expected an array, got {other}"),
-                    ))
-                }
-            };
+            let ids = id_list(member(o, "ids"), &format!("{path}.ids"))?;
             Ok(DrillDown { dim, ids })
         })
         .collect()

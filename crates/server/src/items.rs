@@ -102,14 +102,19 @@ fn string_array(v: Option<&J>, name: &str) -> Result<Option<Vec<String>>, ApiErr
     }
 }
 
+/// The `ids` member every item-listing request needs.
+fn required_ids(req: &J) -> Result<Vec<String>, ApiError> {
+    string_array(req.get("ids"), "ids")?
+        .ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))
+}
+
 pub async fn items_post(
     State(engine): State<AppState>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let req = read_json(body, &headers).await?;
-    let ids = string_array(req.get("ids"), "ids")?
-        .ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))?;
+    let ids = required_ids(&req)?;
     let props = string_array(req.get("properties"), "properties")?;
     blocking(move || Ok(json(J::Array(records(&engine, &ids, props.as_deref())?)))).await
 }
@@ -120,8 +125,7 @@ pub async fn get_properties(
     body: Body,
 ) -> Result<Response, ApiError> {
     let req = read_json(body, &headers).await?;
-    let ids = string_array(req.get("ids"), "ids")?
-        .ok_or_else(|| ApiError::bad("ids: an array of item ids is required"))?;
+    let ids = required_ids(&req)?;
     blocking(move || {
         let mut out = Vec::with_capacity(ids.len());
         for id in &ids {
