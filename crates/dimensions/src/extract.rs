@@ -23,6 +23,21 @@ pub enum IndexedValue {
 }
 
 impl IndexedValue {
+    /// Text: every field's analysed tokens joined by single spaces (SPEC §6.4).
+    pub fn joined_tokens(&self) -> Option<String> {
+        match self {
+            IndexedValue::Text(fields) => Some(
+                fields
+                    .iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         match self {
             IndexedValue::Strings(v) => v.is_empty(),
@@ -45,7 +60,7 @@ pub struct Extracted {
 
 /// Calls `f` with every value a key names: a top-level property, else a dotted path
 /// walked into structs; `_propertyName` gives the top-level property names.
-pub fn for_each_key_value<'a>(record: &'a Record, key: &str, f: &mut dyn FnMut(&Value)) {
+pub fn for_each_key_value(record: &Record, key: &str, mut f: &mut dyn FnMut(&Value)) {
     if key == "_propertyName" {
         for name in record.names() {
             f(&Value::Str(name.to_string()));
@@ -53,7 +68,7 @@ pub fn for_each_key_value<'a>(record: &'a Record, key: &str, f: &mut dyn FnMut(&
         return;
     }
     if let Some(v) = record.get(key) {
-        v.for_each_scalar_or_struct(f);
+        v.for_each_scalar(&mut f);
         return;
     }
     if key.contains('.') {
@@ -70,7 +85,7 @@ pub fn for_each_key_value<'a>(record: &'a Record, key: &str, f: &mut dyn FnMut(&
             cur = next;
         }
         for v in cur {
-            v.for_each_scalar_or_struct(f);
+            v.for_each_scalar(&mut f);
         }
     }
 }
@@ -84,20 +99,6 @@ fn collect_members<'a>(v: &'a Value, name: &str, out: &mut Vec<&'a Value>) {
         }
         Value::Array(items) => items.iter().for_each(|it| collect_members(it, name, out)),
         _ => {}
-    }
-}
-
-trait Flatten {
-    fn for_each_scalar_or_struct(&self, f: &mut dyn FnMut(&Value));
-}
-
-impl Flatten for Value {
-    /// Scalars and structs; arrays are flattened.
-    fn for_each_scalar_or_struct(&self, f: &mut dyn FnMut(&Value)) {
-        match self {
-            Value::Array(items) => items.iter().for_each(|v| v.for_each_scalar_or_struct(f)),
-            other => f(other),
-        }
     }
 }
 
@@ -373,14 +374,7 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
                 }
                 J::Object(m)
             }
-            _ => J::String(
-                fields
-                    .iter()
-                    .flatten()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
+            _ => J::String(v.joined_tokens().unwrap_or_default()),
         },
     }
 }

@@ -432,7 +432,21 @@ pub fn numeric_closeness(d: f64, s: f64) -> f64 {
 
 impl Leaf {
     /// The relevance rules of §7.2 for one item; `doc` is the item's doc number (text).
-    pub fn eval(&self, value: Option<&IndexedValue>, doc: u32, ctx: &EvalCtx) -> (bool, f64) {
+    pub fn eval(&self, value: Option<&IndexedValue>, doc: u32, ctx: &EvalCtx) -> Outcome {
+        // geo also decides cullDistance: one distance computation serves both
+        if let (Matcher::Geo { .. }, Some(v @ IndexedValue::Points(_))) = (&self.matcher, value) {
+            let (exact, r, culled) = self.geo_eval(v);
+            return Outcome { exact, r, culled };
+        }
+        let (exact, r) = self.rule(value, doc, ctx);
+        Outcome {
+            exact,
+            r,
+            culled: false,
+        }
+    }
+
+    fn rule(&self, value: Option<&IndexedValue>, doc: u32, ctx: &EvalCtx) -> (bool, f64) {
         if self.dim.is_none() {
             return (true, 1.0);
         }
@@ -524,10 +538,6 @@ impl Leaf {
                 };
                 (false, self.fuzzy_rel * numeric_closeness(d, s))
             }
-            (Matcher::Geo { .. }, IndexedValue::Points(_)) => {
-                let (exact, r, _) = self.geo_eval(value);
-                (exact, r)
-            }
             (Matcher::Text(t), IndexedValue::Text(_)) => {
                 t.eval(doc, self.exact_rel, self.fuzzy_rel)
             }
@@ -536,7 +546,7 @@ impl Leaf {
     }
 
     /// Geo: (exact, r, dropped by cullDistance).
-    pub fn geo_eval(&self, value: &IndexedValue) -> (bool, f64, bool) {
+    fn geo_eval(&self, value: &IndexedValue) -> (bool, f64, bool) {
         let (
             Matcher::Geo {
                 reference,
@@ -591,21 +601,20 @@ impl Criterion {
                 let v = leaf
                     .dim
                     .and_then(|d| values.get(d).and_then(|x| x.as_ref()));
-                let (exact, r) = leaf.eval(v, doc, ctx);
-                let geo_dropped = match (&leaf.matcher, v) {
-                    (Matcher::Geo { .. }, Some(v)) => leaf.geo_eval(v).2,
-                    _ => false,
-                };
-                Outcome {
-                    exact,
-                    r,
-                    culled: geo_dropped,
-                }
+                leaf.eval(v, doc, ctx)
             }
             Node::Group { or, children } => {
-                let outs: Vec<Outcome> =
-                    children.iter().map(|c| c.eval(values, doc, ctx)).collect();
-                let culled = outs.iter().any(|o| o.culled);
+                // accumulated in place: no allocation per item
+                let (mut culled, mut any, mut all, mut max) = (false, false, true, 0.0f64);
+                let mut mean = WeightedMean::default();
+                for c in children {
+                    let o = c.eval(values, doc, ctx);
+                    culled |= o.culled;
+                    any |= o.exact;
+                    all &= o.exact;
+                    max = max.max(o.r);
+                    mean.add(c.weight, o.r);
+                }
                 if children.is_empty() {
                     Outcome {
                         exact: true,
@@ -614,19 +623,14 @@ impl Criterion {
                     }
                 } else if *or {
                     Outcome {
-                        exact: outs.iter().any(|o| o.exact),
-                        r: outs.iter().map(|o| o.r).fold(0.0, f64::max),
+                        exact: any,
+                        r: max,
                         culled,
                     }
                 } else {
-                    let pairs: Vec<(f64, f64)> = children
-                        .iter()
-                        .zip(&outs)
-                        .map(|(c, o)| (c.weight, o.r))
-                        .collect();
                     Outcome {
-                        exact: outs.iter().all(|o| o.exact),
-                        r: weighted_mean(&pairs),
+                        exact: all,
+                        r: mean.value(),
                         culled,
                     }
                 }
@@ -642,13 +646,32 @@ impl Criterion {
     }
 }
 
-/// Σ w·r / Σ w; 1 when every weight is 0.
-pub fn weighted_mean(pairs: &[(f64, f64)]) -> f64 {
-    let sw: f64 = pairs.iter().map(|(w, _)| w).sum();
-    if sw == 0.0 {
-        return 1.0;
+/// Σ w·r / Σ w, accumulated one criterion at a time; 1 when every weight is 0.
+#[derive(Default, Clone, Copy)]
+pub struct WeightedMean {
+    sw: f64,
+    swr: f64,
+}
+
+impl WeightedMean {
+    pub fn add(&mut self, w: f64, r: f64) {
+        self.sw += w;
+        self.swr += w * r;
     }
-    pairs.iter().map(|(w, r)| w * r).sum::<f64>() / sw
+    pub fn value(&self) -> f64 {
+        if self.sw == 0.0 {
+            1.0
+        } else {
+            self.swr / self.sw
+        }
+    }
+}
+
+#[cfg(test)]
+fn weighted_mean(pairs: &[(f64, f64)]) -> f64 {
+    let mut m = WeightedMean::default();
+    pairs.iter().for_each(|(w, r)| m.add(*w, *r));
+    m.value()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use discern_dimensions::{DimensionKind, IndexedValue};
 use rayon::prelude::*;
 
-use crate::criteria::{weighted_mean, Criterion, EvalCtx, Matcher, Node};
+use crate::criteria::{Criterion, EvalCtx, Matcher, Node, WeightedMean};
 use crate::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -139,16 +139,16 @@ fn item_outcome(
         return Some((true, 1.0));
     }
     let mut exact = true;
-    let mut pairs = Vec::with_capacity(criteria.len());
+    let mut mean = WeightedMean::default();
     for cr in criteria {
         let o = cr.eval(values, n, ctx);
         if o.culled {
             return None;
         }
         exact &= o.exact;
-        pairs.push((cr.weight, o.r));
+        mean.add(cr.weight, o.r);
     }
-    Some((exact, weighted_mean(&pairs)))
+    Some((exact, mean.value()))
 }
 
 pub struct Filter<'a> {

@@ -159,14 +159,7 @@ fn key_value(
             let chosen = it.fold(first, |m, x| if (x > m) == descending { x } else { m });
             Some(KeyVal::Str(chosen.clone()))
         }
-        IndexedValue::Text(fields) => Some(KeyVal::Str(
-            fields
-                .iter()
-                .flatten()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(" "),
-        )),
+        IndexedValue::Text(_) => v.joined_tokens().map(KeyVal::Str),
     }
 }
 

@@ -15,7 +15,7 @@ pub enum Value {
 }
 
 impl Value {
-    /// The scalar values of this value: itself, or the elements of an array (flattened).
+    /// Scalars and structs of this value: itself, or the elements of an array (flattened).
     pub fn for_each_scalar<'a>(&'a self, f: &mut impl FnMut(&'a Value)) {
         match self {
             Value::Array(items) => items.iter().for_each(|v| v.for_each_scalar(f)),
