@@ -114,7 +114,11 @@ type Preload = fn(&Arc<Engine>, &str) -> anyhow::Result<()>;
 
 fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result<()> {
     let engine = Engine::open(settings.engine.clone(), true)?;
+    let _ = rayon::ThreadPoolBuilder::new()
+        .start_handler(|_| discern_engine::process::thread_started())
+        .build_global();
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .on_thread_start(discern_engine::process::thread_started)
         .enable_all()
         .build()?;
     rt.block_on(async move {

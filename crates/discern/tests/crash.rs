@@ -2,100 +2,11 @@
 //! after 201s and in the middle of a large bulk apply; after a restart every
 //! acknowledged changeset and item is there, and a half-applied changeset never is.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-struct Engine {
-    child: Child,
-    port: u16,
-}
+use std::time::Duration;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start(data: &Path) -> Engine {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_discern"))
-        .args([
-            "serve",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let e = Engine { child, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Ok((204, _)) = request(port, "GET", "/ws/queryable", b"") {
-            return e;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("engine did not become queryable");
-}
-
-/// One HTTP/1.1 request with `Connection: close`; returns (status, body).
-fn request(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(120)))?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len())?;
-    s.write_all(body)?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out)?;
-    let text = String::from_utf8_lossy(&out);
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let split = out
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|p| p + 4)
-        .unwrap_or(out.len());
-    Ok((status, out[split..].to_vec()))
-}
-
-fn json(port: u16, path: &str, body: &str) -> serde_json::Value {
-    let (status, b) = request(port, "POST", path, body.as_bytes()).unwrap();
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&b));
-    serde_json::from_slice(&b).unwrap()
-}
-
-fn changeset(items: impl Iterator<Item = (String, String)>) -> Vec<u8> {
-    let mut s = String::from("<?xml version=\"1.0\"?>\n<changeset>\n");
-    for (id, kind) in items {
-        s.push_str(&format!("<set-item id=\"{id}\"><properties><struct><entry name=\"kind\"><string>{kind}</string></entry></struct></properties></set-item>\n"));
-    }
-    s.push_str("</changeset>\n");
-    s.into_bytes()
-}
-
-fn listing_ids(port: u16) -> Vec<String> {
-    let (_, b) = request(port, "GET", "/ws/changeset?full", b"").unwrap();
-    let text = String::from_utf8(b).unwrap();
-    text.split("<changeset id=\"")
-        .skip(1)
-        .map(|s| s[..32].to_string())
-        .collect()
-}
-
-fn kill9(e: &mut Engine) {
-    e.child.kill().unwrap(); // SIGKILL
-    e.child.wait().unwrap();
-}
+use common::{changeset, json, kill9, listing_ids, request, start};
 
 #[test]
 fn sigkill_right_after_201_loses_nothing() {

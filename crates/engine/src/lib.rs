@@ -5,6 +5,7 @@
 pub mod alloc;
 mod config;
 mod highlight;
+pub mod metrics;
 pub mod process;
 mod respond;
 pub mod stats;
@@ -33,6 +34,17 @@ pub struct Counters {
     pub created: AtomicU64,
     pub modified: AtomicU64,
     pub deleted: AtomicU64,
+    /// Uncompressed bytes stored per changeset type, indexed by `ChangesetType as usize`.
+    pub changeset_bytes: [AtomicU64; 6],
+    pub checkpoint_nanos: AtomicU64,
+}
+
+/// Gauges refreshed every 30 s (SPEC §12): walking the index for its size is not free.
+#[derive(Default)]
+pub struct SlowGauges {
+    pub dimensions: AtomicU64,
+    pub items: AtomicU64,
+    pub index_bytes: AtomicU64,
 }
 
 /// What only the single writer touches.
@@ -53,6 +65,8 @@ pub struct Engine {
     queryable: AtomicBool,
     pub counters: Counters,
     pub stats: stats::Statistics,
+    pub http: Arc<metrics::HttpMetrics>,
+    pub gauges: SlowGauges,
     /// Values the current index could not read (`item.errors`).
     item_errors: AtomicU64,
     /// Whether applies maintain the in-memory index (off for offline `load`).
@@ -81,6 +95,8 @@ impl Engine {
             queryable: AtomicBool::new(false),
             counters: Counters::default(),
             stats: stats::Statistics::default(),
+            http: Arc::default(),
+            gauges: SlowGauges::default(),
             item_errors: AtomicU64::new(0),
             indexing,
         }))
@@ -123,6 +139,7 @@ impl Engine {
         let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
         self.rebuild(guard, dims)?;
         self.queryable.store(true, Ordering::Release);
+        self.refresh_gauges();
         Ok(())
     }
 
@@ -232,15 +249,18 @@ impl Engine {
     pub fn checkpoint(&self, _guard: &mut WriterGuard) -> Result<ChangesetMeta> {
         let started = std::time::Instant::now();
         let meta = self.store.checkpoint()?;
-        self.stats.record(
-            "checkpoint",
-            &[("time", started.elapsed().as_millis() as f64)],
-        );
+        let took = started.elapsed();
+        self.stats
+            .record("checkpoint", &[("time", took.as_millis() as f64)]);
+        self.counters
+            .checkpoint_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         self.record_stored(&meta);
         Ok(meta)
     }
 
     fn record_stored(&self, meta: &ChangesetMeta) {
+        self.counters.changeset_bytes[meta.ty as usize].fetch_add(meta.length, Ordering::Relaxed);
         let family = format!("changeset.{}", meta.ty.as_str());
         self.stats.record(&family, &[("size", meta.length as f64)]);
         self.stats
@@ -290,6 +310,43 @@ impl Engine {
             ),
         ];
         self.stats.lines(counters)
+    }
+
+    /// Re-reads the gauges that `/ws/metrics` reports as refreshed every 30 s.
+    pub fn refresh_gauges(&self) {
+        let snap = self.snapshot();
+        let g = &self.gauges;
+        g.dimensions
+            .store(snap.dims.dims.len() as u64, Ordering::Relaxed);
+        g.items.store(snap.len() as u64, Ordering::Relaxed);
+        g.index_bytes
+            .store(snap.estimated_bytes() as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus exposition (SPEC §12).
+    pub fn metrics_text(&self, pool: &metrics::PoolFigures) -> String {
+        let c = &self.counters;
+        let g = &self.gauges;
+        let figures = metrics::EngineFigures {
+            dimensions: g.dimensions.load(Ordering::Relaxed),
+            items: g.items.load(Ordering::Relaxed),
+            index_bytes: g.index_bytes.load(Ordering::Relaxed),
+            created: c.created.load(Ordering::Relaxed),
+            updated: c.modified.load(Ordering::Relaxed),
+            deleted: c.deleted.load(Ordering::Relaxed),
+            changeset_bytes: ChangesetType::ALL
+                .iter()
+                .map(|t| {
+                    (
+                        t.as_str(),
+                        c.changeset_bytes[*t as usize].load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            checkpoint_seconds: c.checkpoint_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            feed: None,
+        };
+        metrics::render(&self.http, pool, &figures)
     }
 
     pub fn item(&self, id: &str) -> Result<Option<Record>> {

@@ -1,33 +1,31 @@
 //! Process facts read from /proc (Linux); zero where unavailable.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 fn page_size() -> u64 {
     4096
 }
 
-/// Resident set size in bytes.
-pub fn resident_bytes() -> u64 {
+fn statm_field(n: usize) -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {
             s.split_whitespace()
-                .nth(1)
+                .nth(n)
                 .and_then(|v| v.parse::<u64>().ok())
         })
         .map(|pages| pages * page_size())
         .unwrap_or(0)
 }
 
+/// Resident set size in bytes.
+pub fn resident_bytes() -> u64 {
+    statm_field(1)
+}
+
 /// Virtual memory size in bytes.
 pub fn virtual_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map(|pages| pages * page_size())
-        .unwrap_or(0)
+    statm_field(0)
 }
 
 /// Memory the machine makes available (MemTotal).
@@ -45,4 +43,141 @@ pub fn available_memory_bytes() -> u64 {
         })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a configuration value; it has no memory preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// Fields of /proc/self/stat after the command name (field 3 onwards, 0-based here).
+fn stat_fields() -> Vec<u64> {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // the command name is in parentheses and may contain spaces
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    rest.split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0))
+        .collect()
+}
+
+/// User + system CPU time in seconds.
+pub fn cpu_seconds() -> f64 {
+    let f = stat_fields();
+    // utime and stime are fields 14 and 15 (1-based); index 11 and 12 after the name
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    ticks as f64 / clock_ticks_per_second()
+}
+
+/// When the process started, as a Unix time in seconds.
+pub fn start_time_seconds() -> f64 {
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("btime "))
+                .and_then(|l| l[6..].trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    // starttime is field 22 (1-based): index 19 after the name
+    let start_ticks = stat_fields().get(19).copied().unwrap_or(0);
+    boot as f64 + start_ticks as f64 / clock_ticks_per_second()
+}
+
+/// Open file descriptors.
+pub fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .unwrap_or(0)
+}
+
+/// The soft limit on open file descriptors.
+pub fn max_fds() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill in.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if rc == 0 {
+        lim.rlim_cur
+    } else {
+        0
+    }
+}
+
+/// Threads of this process right now.
+pub fn threads_current() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Threads:"))
+                .and_then(|l| l[8..].trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Threads started since the process began: the main thread, every thread whose start
+/// hook called `thread_started` (tokio workers and blocking threads, rayon workers) and
+/// the store's changeset-log writers.
+static THREADS_STARTED: AtomicU64 = AtomicU64::new(1);
+static THREADS_PEAK: AtomicU64 = AtomicU64::new(1);
+
+pub fn thread_started() {
+    THREADS_STARTED.fetch_add(1, Ordering::Relaxed);
+    THREADS_PEAK.fetch_max(threads_current(), Ordering::Relaxed);
+}
+
+pub fn threads_started_total() -> u64 {
+    THREADS_STARTED.load(Ordering::Relaxed) + discern_store::log_threads_started()
+}
+
+/// The most threads seen at once (sampled at each thread start and each read).
+pub fn threads_peak() -> u64 {
+    THREADS_PEAK.fetch_max(threads_current(), Ordering::Relaxed);
+    THREADS_PEAK.load(Ordering::Relaxed)
+}
+
+/// Bytes the C allocator holds from the operating system (`committed` heap), where the
+/// C library can say; otherwise the bytes in use.
+pub fn heap_committed_bytes(in_use: u64) -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value.
+        let mi = unsafe { libc::mallinfo2() };
+        let held = (mi.arena + mi.hblkhd) as u64;
+        held.max(in_use)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        in_use
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_figures_are_plausible() {
+        assert!(resident_bytes() > 0);
+        assert!(virtual_bytes() >= resident_bytes());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let st = start_time_seconds();
+        assert!(
+            st <= now + 2.0 && st > now - 86400.0 * 365.0,
+            "{st} vs {now}"
+        );
+        assert!(open_fds() > 0 && open_fds() <= max_fds());
+        assert!(threads_current() >= 1);
+        assert!(cpu_seconds() >= 0.0);
+    }
 }

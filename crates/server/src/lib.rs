@@ -6,6 +6,7 @@ mod errors;
 mod health;
 mod items;
 mod log_routes;
+mod metrics;
 mod query;
 mod statistics;
 
@@ -70,6 +71,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/ws/items", get(items::items_get).post(items::items_post))
         .route("/json/getProperties", post(items::get_properties))
         .route("/ws/values/{id}", get(items::values))
+        .route("/ws/metrics", get(metrics::metrics))
         .route("/ws/statistics", get(statistics::groups))
         .route("/ws/statistics/fetch", get(statistics::fetch_all))
         .route("/ws/statistics/fetch/{groups}", get(statistics::fetch))
@@ -164,7 +166,10 @@ pub async fn serve(
             tracing::error!(error = %e, "building the index failed");
         }
     });
-    let app = router(engine).layer(axum::middleware::from_fn(cors));
+    metrics::spawn_gauge_refresh(engine.clone());
+    let app = router(engine.clone())
+        .layer(axum::middleware::from_fn(cors))
+        .layer(axum::middleware::from_fn_with_state(engine, metrics::track));
     let app = tower::util::MapRequestLayer::new(normalize_path).layer(app);
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "listening");

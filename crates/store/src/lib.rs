@@ -11,7 +11,7 @@ mod log;
 mod meta;
 
 pub use apply::{ApplyOutcome, ItemChange};
-pub use log::LogWriter;
+pub use log::{threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
 
 use std::fs;

@@ -18,6 +18,13 @@ pub struct LogWriter {
     pub(crate) length: u64,
 }
 
+static THREADS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Log-writer threads started since the process began (one per stored changeset).
+pub fn threads_started() -> u64 {
+    THREADS_STARTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub(crate) struct Staged {
     pub id: String,
     pub tmp: PathBuf,
@@ -35,6 +42,7 @@ impl LogWriter {
         let worker = std::thread::Builder::new()
             .name("changeset-log".into())
             .spawn(move || {
+                THREADS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let mut enc = zstd::stream::write::Encoder::new(
                     BufWriter::with_capacity(256 * 1024, file),
                     1,
