@@ -106,6 +106,101 @@ impl Analyzer {
     }
 }
 
+/// One word of a text as did-you-mean sees it (SPEC §9.1): its byte span in the text
+/// and its analysed term (`None` for a stop word, which is not a token).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Word {
+    pub start: usize,
+    pub end: usize,
+    pub term: Option<String>,
+}
+
+impl Analyzer {
+    /// The words of `text` with their spans, so that a word can be replaced in place.
+    /// `wordDelimiter` words are the parts it splits a chunk into (never the joined
+    /// form, which spans punctuation), `standard` words are UAX #29 words, `whitespace`
+    /// words are whitespace-separated chunks.
+    pub fn words(&self, text: &str) -> Vec<Word> {
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        match self.tokenizer {
+            Tokenizer::Whitespace => split_spans(text, char::is_whitespace, &mut spans),
+            Tokenizer::Standard => {
+                for (i, w) in text.unicode_word_indices() {
+                    let w = strip_possessive(w);
+                    spans.push((i, i + w.len()));
+                }
+            }
+            Tokenizer::WordDelimiter => {
+                let mut runs = Vec::new();
+                split_spans(text, |c| !c.is_alphanumeric(), &mut runs);
+                for (a, b) in runs {
+                    // a possessive `'s` is dropped, not a word of its own
+                    let w = &text[a..b];
+                    if text[..a].ends_with(['\'', '\u{2019}']) && (w == "s" || w == "S") {
+                        continue;
+                    }
+                    split_case_changes(text, a, b, &mut spans);
+                }
+            }
+        }
+        spans
+            .into_iter()
+            .map(|(start, end)| {
+                let raw = fold(&text[start..end]);
+                let term = if raw.is_empty() || self.stop_words.contains(&raw) {
+                    None
+                } else if self.stem {
+                    Some(stemmer().stem(&raw).into_owned())
+                } else {
+                    Some(raw)
+                };
+                Word { start, end, term }
+            })
+            .collect()
+    }
+}
+
+/// Splits an alphanumeric run where the index's word delimiter splits it (lower→upper,
+/// letter↔digit), so that every word is one of the parts the index holds.
+fn split_case_changes(text: &str, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
+    let mut start = a;
+    let mut prev: Option<Class> = None;
+    for (i, c) in text[a..b].char_indices() {
+        let k = class(c);
+        if let Some(p) = prev {
+            if matches!(
+                (p, k),
+                (Class::Lower, Class::Upper)
+                    | (Class::Digit, Class::Lower | Class::Upper)
+                    | (Class::Lower | Class::Upper, Class::Digit)
+            ) {
+                out.push((start, a + i));
+                start = a + i;
+            }
+        }
+        prev = Some(k);
+    }
+    out.push((start, b));
+}
+
+/// Byte spans of the maximal runs of characters that are not separators.
+fn split_spans(text: &str, sep: impl Fn(char) -> bool, out: &mut Vec<(usize, usize)>) {
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        match (sep(c), start) {
+            (true, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, text.len()));
+    }
+}
+
 fn stemmer() -> &'static rust_stemmers::Stemmer {
     static S: std::sync::OnceLock<rust_stemmers::Stemmer> = std::sync::OnceLock::new();
     S.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English))
@@ -239,7 +334,40 @@ mod tests {
         assert_eq!(ws.tokens("PowerShot wi-fi"), ["powershot", "wi-fi"]);
     }
 
+    #[test]
+    fn words_have_spans_and_terms() {
+        let a = Analyzer::new(Tokenizer::WordDelimiter, None, false);
+        let w = a.words("Chiken & the Soup's");
+        let got: Vec<_> = w
+            .iter()
+            .map(|w| (w.start, w.end, w.term.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 6, Some("chiken")),
+                (9, 12, None),
+                (13, 17, Some("soup"))
+            ]
+        );
+        let ws = Analyzer::new(Tokenizer::Whitespace, Some(""), false);
+        let w = ws.words(" wi-fi  x");
+        assert_eq!((w[0].start, w[0].end), (1, 6));
+        assert_eq!((w[1].start, w[1].end), (8, 9));
+    }
+
     proptest! {
+        #[test]
+        fn word_terms_are_index_terms(s in "[a-zA-Z ,.-]{0,40}") {
+            // every word's term is among the tokens the index holds for the same text
+            let a = Analyzer::new(Tokenizer::WordDelimiter, Some(""), false);
+            let tokens = a.tokens(&s);
+            for w in a.words(&s) {
+                let t = w.term.unwrap();
+                prop_assert!(tokens.contains(&t), "{} not in {:?}", t, tokens);
+            }
+        }
+
         #[test]
         fn tokens_are_lowercase_and_nonempty(s in "\\PC{0,40}") {
             for t in wd(&s) {

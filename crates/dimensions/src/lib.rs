@@ -8,7 +8,7 @@ pub mod interval;
 pub mod time;
 pub mod zip;
 
-pub use analysis::Analyzer;
+pub use analysis::{Analyzer, Word};
 pub use doc::TYPE_NAMES;
 pub use doc::{
     Dimension, DimensionKind, Dimensions, Element, ElementSet, GeoSpec, NumericKind, NumericSpec,

@@ -4,6 +4,7 @@
 
 pub mod alloc;
 mod config;
+pub mod didyoumean;
 mod highlight;
 pub mod metrics;
 pub mod process;
@@ -71,6 +72,9 @@ pub struct Engine {
     item_errors: AtomicU64,
     /// Whether applies maintain the in-memory index (off for offline `load`).
     indexing: bool,
+    merging_terms: AtomicBool,
+    /// This engine, for background work that outlives a borrow.
+    me: std::sync::Weak<Engine>,
 }
 
 pub const EMPTY_DIMENSIONS: &[u8] = b"<dimensions/>";
@@ -84,7 +88,7 @@ impl Engine {
             .unwrap_or_else(|| EMPTY_DIMENSIONS.to_vec());
         let dims = Dimensions::parse(&doc)
             .map_err(|e| Error::Internal(format!("stored dimensions.xml is invalid: {e}")))?;
-        Ok(Arc::new(Engine {
+        Ok(Arc::new_cyclic(|me| Engine {
             config,
             store,
             snapshot: ArcSwap::from_pointee(Snapshot::empty(Arc::new(dims))),
@@ -99,6 +103,8 @@ impl Engine {
             gauges: SlowGauges::default(),
             item_errors: AtomicU64::new(0),
             indexing,
+            merging_terms: AtomicBool::new(false),
+            me: me.clone(),
         }))
     }
 
@@ -161,7 +167,7 @@ impl Engine {
                     (id, r)
                 })
                 .collect();
-            let mut b = writer.begin(&snap);
+            let mut b = writer.begin_untracked(&snap);
             for (id, r) in extracted {
                 let (values, errors) = r?;
                 b.upsert_values(&id, values, errors);
@@ -172,6 +178,7 @@ impl Engine {
             }
             Ok(())
         })?;
+        let snap = snap.with_built_terms();
         tracing::info!(
             items = snap.len(),
             ms = started.elapsed().as_millis() as u64,
@@ -204,7 +211,12 @@ impl Engine {
                 Ok(())
             })?;
             if matches!(outcome, ApplyOutcome::Applied { .. }) {
-                self.snapshot.store(Arc::new(b.commit()));
+                let snap = Arc::new(b.commit());
+                let merge = snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
+                self.snapshot.store(snap);
+                if merge {
+                    self.merge_terms_in_background();
+                }
                 self.item_errors
                     .store(guard.index.errors, Ordering::Relaxed);
             }
@@ -227,6 +239,34 @@ impl Engine {
             self.counters.deleted.fetch_add(*deleted, Ordering::Relaxed);
         }
         Ok(outcome)
+    }
+
+    /// Folds the did-you-mean dictionaries' overlays into new bases off the apply path,
+    /// then installs them under the writer lock (one merge at a time).
+    fn merge_terms_in_background(&self) {
+        if self.merging_terms.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else {
+            self.merging_terms.store(false, Ordering::Release);
+            return;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("term-merge".into())
+            .spawn(move || {
+                crate::process::thread_started();
+                let base = me.snapshot();
+                let merged = base.merge_terms();
+                let _guard = me.lock_writer_blocking();
+                let cur = me.snapshot();
+                if Arc::ptr_eq(&cur.dims, &base.dims) {
+                    me.snapshot.store(Arc::new(cur.adopt_terms(&merged)));
+                }
+                me.merging_terms.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.merging_terms.store(false, Ordering::Release);
+        }
     }
 
     /// Validates and stores a new dimensions document. The caller then runs

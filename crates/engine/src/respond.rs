@@ -49,6 +49,7 @@ fn group_key(snap: &Snapshot, dim: usize, h: &Hit) -> (bool, String) {
 pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
     let snap = engine.snapshot();
     let mut q = parse_query(body, &snap.dims, engine.config.max_paged_docs)?;
+    let did_you_mean = did_you_mean_requests(body, &snap)?;
     let filter = Filter {
         items: q.items.as_ref(),
         not_items: Some(&q.not_items),
@@ -309,6 +310,22 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         }
         out.insert("groups".into(), J::Object(gm));
     }
+    if !did_you_mean.is_empty() {
+        let list = did_you_mean
+            .into_iter()
+            .map(|r| {
+                let mut entry = Map::new();
+                entry.insert("dimension".into(), J::String(r.dimension));
+                entry.insert("criterion".into(), json!(r.criterion));
+                if let J::Object(m) = crate::didyoumean::suggest(&snap, r.dim, &r.text, &r.options)
+                {
+                    entry.extend(m);
+                }
+                J::Object(entry)
+            })
+            .collect();
+        out.insert("didYouMean".into(), J::Array(list));
+    }
     Ok(J::Object(out))
 }
 
@@ -361,4 +378,60 @@ fn urlencode(s: &str) -> String {
         }
     }
     out
+}
+
+/// A top-level criterion that asked for did-you-mean (SPEC §9.3).
+struct DidYouMeanRequest {
+    criterion: usize,
+    dim: usize,
+    dimension: String,
+    text: String,
+    options: crate::didyoumean::Options,
+}
+
+fn did_you_mean_requests(body: &J, snap: &Snapshot) -> Result<Vec<DidYouMeanRequest>> {
+    let criteria = match body.get("criteria") {
+        Some(J::Array(a)) => a.as_slice(),
+        Some(c @ J::Object(_)) => std::slice::from_ref(c),
+        _ => return Ok(Vec::new()),
+    };
+    let mut out = Vec::new();
+    for (i, c) in criteria.iter().enumerate() {
+        let Some(member) = c.get("didYouMean") else {
+            continue;
+        };
+        let path = format!("criteria[{i}].didYouMean");
+        let Some(options) = crate::didyoumean::options_from_member(member, &path)? else {
+            continue;
+        };
+        let Some(dimension) = c.get("dimension").and_then(J::as_str) else {
+            return Err(Error::bad(format!(
+                "{path}: the criterion has no dimension"
+            )));
+        };
+        let (dim, _) = crate::didyoumean::dimension(snap, dimension)
+            .map_err(|e| Error::bad(format!("{path}: {e}")))?;
+        let text = match c.get("value") {
+            Some(J::String(s)) => s.clone(),
+            Some(J::Array(a)) => a
+                .iter()
+                .filter_map(|v| match v {
+                    J::String(s) => Some(s.clone()),
+                    J::Number(n) => Some(n.to_string()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            Some(J::Number(n)) => n.to_string(),
+            _ => String::new(),
+        };
+        out.push(DidYouMeanRequest {
+            criterion: i,
+            dim,
+            dimension: dimension.to_string(),
+            text,
+            options,
+        });
+    }
+    Ok(out)
 }

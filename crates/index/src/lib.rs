@@ -8,6 +8,7 @@ mod facets;
 mod geo;
 mod query;
 mod sort;
+pub mod terms;
 mod text;
 
 pub use criteria::Criterion;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use discern_dimensions::{extract, Dimensions, IndexedValue};
 use discern_model::Record;
+use terms::{TermDict, TermDicts};
 
 /// Items per chunk: an apply copies only the chunks it touches.
 const CHUNK: usize = 1024;
@@ -44,15 +46,78 @@ pub struct Snapshot {
     pub dims: Arc<Dimensions>,
     chunks: Vec<Arc<Chunk>>,
     live: usize,
+    /// Incremented by every commit.
+    pub generation: u64,
+    /// Did-you-mean dictionaries per dimension.
+    terms: TermDicts,
 }
 
 impl Snapshot {
     pub fn empty(dims: Arc<Dimensions>) -> Snapshot {
         Snapshot {
+            terms: terms::empty_dicts(&dims, 0),
             dims,
             chunks: Vec::new(),
             live: 0,
+            generation: 0,
         }
+    }
+
+    /// The did-you-mean dictionary of dimension `di` (text and keyword dimensions).
+    pub fn term_dict(&self, di: usize) -> Option<&TermDict> {
+        self.terms.get(di)?.as_deref()
+    }
+
+    /// This snapshot with dictionaries counted from its documents.
+    pub fn with_built_terms(mut self) -> Snapshot {
+        self.terms = terms::build_dicts(&self);
+        self
+    }
+
+    /// The largest overlay of any dictionary (the engine merges when it grows).
+    pub fn terms_overlay_len(&self) -> usize {
+        self.terms
+            .iter()
+            .flatten()
+            .map(|d| d.overlay_len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every dictionary with its overlay folded in, tagged with the base generation it
+    /// started from (for `adopt_terms`).
+    pub fn merge_terms(&self) -> Vec<Option<(TermDict, u64)>> {
+        self.terms
+            .iter()
+            .map(|d| {
+                d.as_ref()
+                    .map(|d| (d.merged(self.generation), d.base_generation()))
+            })
+            .collect()
+    }
+
+    /// This snapshot with the merged dictionaries installed where their base is still
+    /// the one they were merged from; changes made since the merge stay in the overlay.
+    pub fn adopt_terms(&self, merged: &[Option<(TermDict, u64)>]) -> Snapshot {
+        let terms: Vec<Option<Arc<TermDict>>> = self
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(i, cur)| {
+                let cur = cur.as_ref()?;
+                match merged.get(i).and_then(|m| m.as_ref()) {
+                    Some((m, was)) => Some(
+                        cur.adopt(m, *was)
+                            .map(Arc::new)
+                            .unwrap_or_else(|| cur.clone()),
+                    ),
+                    None => Some(cur.clone()),
+                }
+            })
+            .collect();
+        let mut s = self.clone();
+        s.terms = Arc::new(terms);
+        s
     }
 
     /// Number of items indexed.
@@ -155,6 +220,11 @@ pub struct Builder<'w> {
     undo: Vec<Undo>,
     errors: u64,
     committed: bool,
+    generation: u64,
+    terms: TermDicts,
+    /// Document-frequency changes per dimension (`None`: not tracked, see `begin_untracked`).
+    term_deltas: Option<Vec<HashMap<Box<str>, i64>>>,
+    cleared: bool,
 }
 
 impl IndexWriter {
@@ -168,6 +238,15 @@ impl IndexWriter {
     }
 
     pub fn begin<'w>(&'w mut self, base: &Snapshot) -> Builder<'w> {
+        let deltas = base.dims.dims.iter().map(|_| HashMap::new()).collect();
+        let mut b = self.begin_untracked(base);
+        b.term_deltas = Some(deltas);
+        b
+    }
+
+    /// Like `begin`, without keeping the did-you-mean dictionaries current (a full
+    /// rebuild counts them afterwards with `Snapshot::with_built_terms`).
+    pub fn begin_untracked<'w>(&'w mut self, base: &Snapshot) -> Builder<'w> {
         Builder {
             dims: base.dims.clone(),
             chunks: base.chunks.clone(),
@@ -176,6 +255,10 @@ impl IndexWriter {
             undo: Vec::new(),
             errors: 0,
             committed: false,
+            generation: base.generation,
+            terms: base.terms.clone(),
+            term_deltas: None,
+            cleared: false,
         }
     }
 }
@@ -227,12 +310,31 @@ impl Builder<'_> {
                 (doc, key)
             }
         };
-        *self.slot(doc) = Some(Arc::new(Doc { id: key, values }));
+        let new = Arc::new(Doc { id: key, values });
+        let old = self.slot(doc).replace(new.clone());
+        self.track_terms(old.as_deref(), Some(&new));
+    }
+
+    fn track_terms(&mut self, old: Option<&Doc>, new: Option<&Doc>) {
+        let Some(deltas) = self.term_deltas.as_mut() else {
+            return;
+        };
+        for (di, d) in self.dims.dims.iter().enumerate() {
+            if !terms::has_terms(&d.kind) {
+                continue;
+            }
+            let before = terms::value_terms(old.and_then(|o| o.values[di].as_ref()));
+            let after = terms::value_terms(new.and_then(|n| n.values[di].as_ref()));
+            if before != after {
+                terms::diff_terms(&before, &after, &mut deltas[di]);
+            }
+        }
     }
 
     pub fn delete(&mut self, id: &str) {
         if let Some((key, doc)) = self.writer.by_id.remove_entry(id) {
-            *self.slot(doc) = None;
+            let old = self.slot(doc).take();
+            self.track_terms(old.as_deref(), None);
             self.writer.free.push(doc);
             self.live -= 1;
             self.undo.push(Undo::Removed { id: key, doc });
@@ -246,16 +348,45 @@ impl Builder<'_> {
         self.undo.push(Undo::Cleared { by_id, free, next });
         self.chunks.clear();
         self.live = 0;
+        self.cleared = true;
+        if let Some(d) = self.term_deltas.as_mut() {
+            d.iter_mut().for_each(HashMap::clear);
+        }
     }
 
     pub fn commit(mut self) -> Snapshot {
         self.committed = true;
         self.writer.errors += self.errors;
         self.undo.clear();
+        let generation = self.generation + 1;
+        let mut terms = self.terms.clone();
+        if self.cleared {
+            terms = terms::empty_dicts(&self.dims, generation);
+        }
+        if let Some(deltas) = self.term_deltas.take() {
+            let mut next: Vec<Option<Arc<TermDict>>> = terms.iter().cloned().collect();
+            for (di, d) in deltas.into_iter().enumerate() {
+                if d.is_empty() {
+                    continue;
+                }
+                let Some(cur) = next[di].as_ref() else {
+                    continue;
+                };
+                let many = d.len() > terms::SYNC_MERGE_TERMS;
+                let mut changed = cur.with_changes(d, generation);
+                if many || changed.overlay_len() > terms::SYNC_MERGE_TERMS {
+                    changed = changed.merged(generation);
+                }
+                next[di] = Some(Arc::new(changed));
+            }
+            terms = Arc::new(next);
+        }
         Snapshot {
             dims: self.dims.clone(),
             chunks: std::mem::take(&mut self.chunks),
             live: self.live,
+            generation,
+            terms,
         }
     }
 }

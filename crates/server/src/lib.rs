@@ -2,6 +2,7 @@
 //! JSON error bodies, CORS on read endpoints, path normalisation, the admin token.
 
 mod body;
+mod didyoumean;
 mod errors;
 mod health;
 mod items;
@@ -71,6 +72,10 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/ws/items", get(items::items_get).post(items::items_post))
         .route("/json/getProperties", post(items::get_properties))
         .route("/ws/values/{id}", get(items::values))
+        .route(
+            "/ws/didyoumean/{dim}",
+            get(didyoumean::get).post(didyoumean::post),
+        )
         .route("/ws/metrics", get(metrics::metrics))
         .route("/ws/statistics", get(statistics::groups))
         .route("/ws/statistics/fetch", get(statistics::fetch_all))

@@ -1,0 +1,440 @@
+//! Per-dimension term dictionaries for did-you-mean (SPEC §9): every indexed term of a
+//! text or keyword dimension with its document frequency.
+//!
+//! A dictionary is an FST (`base`, immutable, built in one pass) plus an `overlay` of
+//! the terms whose frequency changed since: each apply adds its changes to the overlay
+//! (absolute frequencies, so base + overlay is always exact), and a merge folds the
+//! overlay into a new base — synchronously when one apply changes many terms, otherwise
+//! in the background (the engine decides). Queries never see a stale frequency.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
+use fst::{IntoStreamer, Streamer};
+use levenshtein_automata::{Distance, LevenshteinAutomatonBuilder, DFA, SINK_STATE};
+use rayon::prelude::*;
+
+use crate::Snapshot;
+
+/// One apply changing more terms than this folds the overlay into the base at once.
+pub const SYNC_MERGE_TERMS: usize = 50_000;
+/// An overlay larger than this asks for a background merge.
+pub const BACKGROUND_MERGE_TERMS: usize = 8_192;
+
+pub struct TermDict {
+    base: fst::Map<Vec<u8>>,
+    /// The snapshot generation `base` was built from.
+    base_generation: u64,
+    /// term → (document frequency now, generation of the change); 0 = gone.
+    overlay: HashMap<Box<str>, (u32, u64)>,
+}
+
+/// Whether did-you-mean works on the dimension (text and keyword dimensions).
+pub fn has_terms(kind: &DimensionKind) -> bool {
+    matches!(kind, DimensionKind::Text(_) | DimensionKind::Keyword)
+}
+
+/// The distinct terms of one indexed value, sorted.
+pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
+    let mut out: Vec<&str> = match v {
+        Some(IndexedValue::Strings(s)) => s.iter().map(String::as_str).collect(),
+        Some(IndexedValue::Text(fields)) => fields.iter().flatten().map(String::as_str).collect(),
+        _ => Vec::new(),
+    };
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Adds `+1` for terms only in `new`, `-1` for terms only in `old` (both sorted).
+pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut HashMap<Box<str>, i64>) {
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let ord = match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) => a.cmp(b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match ord {
+            std::cmp::Ordering::Less => {
+                *deltas.entry(old[i].into()).or_default() -= 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                *deltas.entry(new[j].into()).or_default() += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+fn build_fst(sorted: impl Iterator<Item = (Vec<u8>, u64)>) -> fst::Map<Vec<u8>> {
+    let mut b = fst::MapBuilder::memory();
+    for (k, v) in sorted {
+        // keys arrive sorted and distinct, so insertion cannot fail
+        let _ = b.insert(&k, v);
+    }
+    fst::Map::new(b.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+impl TermDict {
+    pub fn empty(generation: u64) -> TermDict {
+        TermDict {
+            base: fst::Map::default(),
+            base_generation: generation,
+            overlay: HashMap::new(),
+        }
+    }
+
+    /// Builds from term counts (any order).
+    pub fn from_counts(counts: HashMap<&str, u32>, generation: u64) -> TermDict {
+        let mut v: Vec<(&str, u32)> = counts.into_iter().collect();
+        v.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+        TermDict {
+            base: build_fst(
+                v.into_iter()
+                    .map(|(k, n)| (k.as_bytes().to_vec(), n as u64)),
+            ),
+            base_generation: generation,
+            overlay: HashMap::new(),
+        }
+    }
+
+    pub fn base_generation(&self) -> u64 {
+        self.base_generation
+    }
+
+    pub fn overlay_len(&self) -> usize {
+        self.overlay.len()
+    }
+
+    /// Distinct terms (approximate while the overlay holds new terms).
+    pub fn len(&self) -> usize {
+        self.base.len() + self.overlay.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The document frequency of `term` (0 when it is not indexed).
+    pub fn df(&self, term: &str) -> u32 {
+        match self.overlay.get(term) {
+            Some(&(n, _)) => n,
+            None => self.base.get(term).map(|n| n as u32).unwrap_or(0),
+        }
+    }
+
+    /// A dictionary with `deltas` applied, changes tagged with `generation`.
+    pub fn with_changes(&self, deltas: HashMap<Box<str>, i64>, generation: u64) -> TermDict {
+        let mut overlay = self.overlay.clone();
+        for (term, d) in deltas {
+            if d == 0 {
+                continue;
+            }
+            let now = (self.df(&term) as i64 + d).max(0) as u32;
+            overlay.insert(term, (now, generation));
+        }
+        TermDict {
+            base: self.base.clone(),
+            base_generation: self.base_generation,
+            overlay,
+        }
+    }
+
+    /// The base and overlay folded into one FST, as of `generation`.
+    pub fn merged(&self, generation: u64) -> TermDict {
+        let mut over: Vec<(&str, u32)> =
+            self.overlay.iter().map(|(k, &(n, _))| (&**k, n)).collect();
+        over.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.base.len() + over.len());
+        let mut stream = self.base.stream();
+        let mut oi = 0;
+        while let Some((k, v)) = stream.next() {
+            while oi < over.len() && over[oi].0.as_bytes() < k {
+                if over[oi].1 > 0 {
+                    out.push((over[oi].0.as_bytes().to_vec(), over[oi].1 as u64));
+                }
+                oi += 1;
+            }
+            if oi < over.len() && over[oi].0.as_bytes() == k {
+                if over[oi].1 > 0 {
+                    out.push((k.to_vec(), over[oi].1 as u64));
+                }
+                oi += 1;
+            } else {
+                out.push((k.to_vec(), v));
+            }
+        }
+        for &(k, n) in &over[oi..] {
+            if n > 0 {
+                out.push((k.as_bytes().to_vec(), n as u64));
+            }
+        }
+        TermDict {
+            base: build_fst(out.into_iter()),
+            base_generation: generation,
+            overlay: HashMap::new(),
+        }
+    }
+
+    /// `merged` installed over `self` (the current dictionary): the overlay keeps the
+    /// changes made after the merge's generation. `None` when the base was replaced in
+    /// the meantime (a reset or another merge), so the merge no longer applies.
+    pub fn adopt(&self, merged: &TermDict, was_base_generation: u64) -> Option<TermDict> {
+        if self.base_generation != was_base_generation {
+            return None;
+        }
+        let overlay = self
+            .overlay
+            .iter()
+            .filter(|(_, &(_, g))| g > merged.base_generation)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        Some(TermDict {
+            base: merged.base.clone(),
+            base_generation: merged.base_generation,
+            overlay,
+        })
+    }
+
+    /// Indexed terms within `max` edits of `term` (transpositions count 1 when
+    /// `transpositions`), as (term, distance, document frequency), the term itself
+    /// included when indexed.
+    pub fn within(&self, term: &str, max: u8, transpositions: bool) -> Vec<(String, u8, u32)> {
+        let dfa = builder(max, transpositions).build_dfa(term);
+        let mut out = Vec::new();
+        let mut stream = self.base.search_with_state(Lev(&dfa)).into_stream();
+        while let Some((k, v, state)) = stream.next() {
+            let Ok(k) = std::str::from_utf8(k) else {
+                continue;
+            };
+            if self.overlay.contains_key(k) {
+                continue;
+            }
+            if let Distance::Exact(d) = dfa.distance(state) {
+                out.push((k.to_string(), d, v as u32));
+            }
+        }
+        for (k, &(n, _)) in &self.overlay {
+            if n == 0 {
+                continue;
+            }
+            let mut s = dfa.initial_state();
+            for &b in k.as_bytes() {
+                s = dfa.transition(s, b);
+                if s == SINK_STATE {
+                    break;
+                }
+            }
+            if let Distance::Exact(d) = dfa.distance(s) {
+                out.push((k.to_string(), d, n));
+            }
+        }
+        out
+    }
+}
+
+/// Levenshtein automaton builders are costly to make (they precompute the parametric
+/// tables) and cheap to use: one per (distance, transpositions), made once.
+fn builder(max: u8, transpositions: bool) -> &'static LevenshteinAutomatonBuilder {
+    static B: OnceLock<[LevenshteinAutomatonBuilder; 4]> = OnceLock::new();
+    let all = B.get_or_init(|| {
+        [
+            LevenshteinAutomatonBuilder::new(1, false),
+            LevenshteinAutomatonBuilder::new(1, true),
+            LevenshteinAutomatonBuilder::new(2, false),
+            LevenshteinAutomatonBuilder::new(2, true),
+        ]
+    });
+    &all[(max.clamp(1, 2) as usize - 1) * 2 + transpositions as usize]
+}
+
+struct Lev<'a>(&'a DFA);
+
+impl fst::Automaton for Lev<'_> {
+    type State = u32;
+    fn start(&self) -> u32 {
+        self.0.initial_state()
+    }
+    fn is_match(&self, s: &u32) -> bool {
+        matches!(self.0.distance(*s), Distance::Exact(_))
+    }
+    fn can_match(&self, s: &u32) -> bool {
+        *s != SINK_STATE
+    }
+    fn accept(&self, s: &u32, b: u8) -> u32 {
+        self.0.transition(*s, b)
+    }
+}
+
+/// Dictionaries for every dimension of a snapshot (`None` for dimensions without terms).
+pub type TermDicts = Arc<Vec<Option<Arc<TermDict>>>>;
+
+/// Empty dictionaries for the dimensions that have terms.
+pub fn empty_dicts(dims: &Dimensions, generation: u64) -> TermDicts {
+    Arc::new(
+        dims.dims
+            .iter()
+            .map(|d| has_terms(&d.kind).then(|| Arc::new(TermDict::empty(generation))))
+            .collect(),
+    )
+}
+
+/// Counts every term of the snapshot from its documents (start-up, new dimensions).
+pub fn build_dicts(snap: &Snapshot) -> TermDicts {
+    let dims = &snap.dims;
+    let dicts = dims
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(di, d)| {
+            if !has_terms(&d.kind) {
+                return None;
+            }
+            let counts = snap
+                .chunks()
+                .par_iter()
+                .fold(HashMap::<&str, u32>::new, |mut acc, chunk| {
+                    for doc in chunk.docs.iter().flatten() {
+                        for t in value_terms(doc.values[di].as_ref()) {
+                            *acc.entry(t).or_default() += 1;
+                        }
+                    }
+                    acc
+                })
+                .reduce(HashMap::new, |mut a, b| {
+                    if a.len() < b.len() {
+                        return merge_counts(b, a);
+                    }
+                    merge_counts(std::mem::take(&mut a), b)
+                });
+            Some(Arc::new(TermDict::from_counts(counts, snap.generation)))
+        })
+        .collect();
+    Arc::new(dicts)
+}
+
+fn merge_counts<'a>(
+    mut into: HashMap<&'a str, u32>,
+    from: HashMap<&'a str, u32>,
+) -> HashMap<&'a str, u32> {
+    for (k, n) in from {
+        *into.entry(k).or_default() += n;
+    }
+    into
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dict(words: &[(&str, u32)]) -> TermDict {
+        TermDict::from_counts(words.iter().copied().collect(), 0)
+    }
+
+    fn near(d: &TermDict, t: &str, max: u8, tr: bool) -> Vec<(String, u8, u32)> {
+        let mut v = d.within(t, max, tr);
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn finds_terms_within_the_distance() {
+        let d = dict(&[("chicken", 2), ("kitchen", 1), ("soup", 3), ("soap", 1)]);
+        assert_eq!(near(&d, "chiken", 2, false), [("chicken".into(), 1, 2)]);
+        assert_eq!(
+            near(&d, "soup", 1, false),
+            [("soap".into(), 1, 1), ("soup".into(), 0, 3)]
+        );
+        assert!(near(&d, "sopu", 1, false).is_empty());
+        assert_eq!(near(&d, "sopu", 1, true), [("soup".into(), 1, 3)]);
+    }
+
+    #[test]
+    fn overlay_changes_are_exact_and_merge() {
+        let d = dict(&[("a", 1), ("b", 2)]);
+        let mut delta = HashMap::new();
+        delta.insert("b".into(), -2);
+        delta.insert("c".into(), 1);
+        let d2 = d.with_changes(delta, 1);
+        assert_eq!((d2.df("a"), d2.df("b"), d2.df("c")), (1, 0, 1));
+        assert_eq!(d.df("b"), 2, "the old dictionary is unchanged");
+        assert!(near(&d2, "b", 1, false).iter().all(|(t, _, _)| t != "b"));
+        let m = d2.merged(1);
+        assert_eq!(m.overlay_len(), 0);
+        assert_eq!((m.df("a"), m.df("b"), m.df("c")), (1, 0, 1));
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn adopt_keeps_later_changes_only() {
+        let d = dict(&[("a", 1)]);
+        let mut delta = HashMap::new();
+        delta.insert("b".into(), 1);
+        let at1 = d.with_changes(delta, 1);
+        let merged = at1.merged(1);
+        let mut delta = HashMap::new();
+        delta.insert("c".into(), 1);
+        let at2 = at1.with_changes(delta, 2);
+        let adopted = at2.adopt(&merged, 0).unwrap();
+        assert_eq!(adopted.overlay_len(), 1);
+        assert_eq!(
+            (adopted.df("a"), adopted.df("b"), adopted.df("c")),
+            (1, 1, 1)
+        );
+        let reset = TermDict::empty(3);
+        assert!(reset.adopt(&merged, 0).is_none());
+    }
+
+    proptest! {
+        /// Applying random changes through the overlay and merging gives the same
+        /// frequencies as counting from scratch.
+        #[test]
+        fn overlay_then_merge_matches_recount(
+            ops in proptest::collection::vec(("[a-e]{1,2}", -1i64..3), 0..40)
+        ) {
+            let mut truth: HashMap<String, i64> = HashMap::new();
+            let mut d = TermDict::empty(0);
+            for (g, (t, delta)) in ops.iter().enumerate() {
+                let cur = truth.entry(t.clone()).or_default();
+                let applied = (*cur + delta).max(0) - *cur;
+                *cur += applied;
+                let mut m = HashMap::new();
+                m.insert(t.as_str().into(), applied);
+                d = d.with_changes(m, g as u64 + 1);
+                if g % 7 == 6 {
+                    d = d.merged(g as u64 + 1);
+                }
+            }
+            let m = d.merged(1000);
+            for (t, n) in &truth {
+                prop_assert_eq!(d.df(t) as i64, *n);
+                prop_assert_eq!(m.df(t) as i64, *n);
+            }
+        }
+
+        /// Every term `within` returns is within the distance by a plain DP count.
+        #[test]
+        fn within_agrees_with_levenshtein(q in "[a-d]{0,6}", words in proptest::collection::vec("[a-d]{1,6}", 1..30)) {
+            let counts: HashMap<&str, u32> = words.iter().map(|w| (w.as_str(), 1)).collect();
+            let d = TermDict::from_counts(counts, 0);
+            let found = d.within(&q, 2, false);
+            for w in &words {
+                let dist = strsim::levenshtein(&q, w);
+                let hit = found.iter().find(|(t, _, _)| t == w);
+                if dist <= 2 {
+                    prop_assert_eq!(hit.map(|h| h.1 as usize), Some(dist));
+                } else {
+                    prop_assert!(hit.is_none());
+                }
+            }
+        }
+    }
+}
