@@ -5,6 +5,7 @@
 pub mod alloc;
 mod config;
 pub mod didyoumean;
+pub mod feed;
 mod highlight;
 pub mod metrics;
 pub mod process;
@@ -73,6 +74,7 @@ pub struct Engine {
     /// Whether applies maintain the in-memory index (off for offline `load`).
     indexing: bool,
     merging_terms: AtomicBool,
+    pub feed: feed::FeedStatus,
     /// This engine, for background work that outlives a borrow.
     me: std::sync::Weak<Engine>,
 }
@@ -88,6 +90,11 @@ impl Engine {
             .unwrap_or_else(|| EMPTY_DIMENSIONS.to_vec());
         let dims = Dimensions::parse(&doc)
             .map_err(|e| Error::Internal(format!("stored dimensions.xml is invalid: {e}")))?;
+        // a new follower of an engine answers queries only once it has caught up
+        let empty = store.list(true)?.is_empty();
+        let feed_status = feed::FeedStatus::new(
+            !(empty && config.feed.as_deref().is_some_and(feed::names_an_engine)),
+        );
         Ok(Arc::new_cyclic(|me| Engine {
             config,
             store,
@@ -104,6 +111,7 @@ impl Engine {
             item_errors: AtomicU64::new(0),
             indexing,
             merging_terms: AtomicBool::new(false),
+            feed: feed_status,
             me: me.clone(),
         }))
     }
@@ -121,7 +129,7 @@ impl Engine {
     }
 
     pub fn is_queryable(&self) -> bool {
-        self.queryable.load(Ordering::Acquire)
+        self.queryable.load(Ordering::Acquire) && self.feed.synced.load(Ordering::Acquire)
     }
 
     /// Items indexed so far may be queried (start-up with `queryable-while-replaying`).
@@ -198,11 +206,44 @@ impl Engine {
         ty: ChangesetType,
         body: impl Read,
     ) -> Result<ApplyOutcome> {
+        self.apply_dated(guard, ty, None, body)
+    }
+
+    /// `apply`, listed under `date` (Unix seconds) when given.
+    pub fn apply_dated(
+        &self,
+        guard: &mut WriterGuard,
+        ty: ChangesetType,
+        date: Option<u64>,
+        body: impl Read,
+    ) -> Result<ApplyOutcome> {
+        self.apply_with(guard, |store, on_change| {
+            store.apply_changeset_dated(ty, date, body, on_change)
+        })
+    }
+
+    /// Applies a changeset another engine listed, under its id (SPEC §14).
+    pub fn apply_replicated(
+        &self,
+        guard: &mut WriterGuard,
+        listed: &discern_store::Listed,
+        body: impl Read,
+    ) -> Result<ApplyOutcome> {
+        self.apply_with(guard, |store, on_change| {
+            store.apply_replicated(listed, body, on_change)
+        })
+    }
+
+    fn apply_with(
+        &self,
+        guard: &mut WriterGuard,
+        run: impl FnOnce(&Store, &mut dyn FnMut(ItemChange) -> Result<()>) -> Result<ApplyOutcome>,
+    ) -> Result<ApplyOutcome> {
         let base = self.snapshot.load_full();
         let outcome;
         if self.indexing {
             let mut b = guard.index.begin(&base);
-            outcome = self.store.apply_changeset(ty, body, &mut |ch| {
+            outcome = run(&self.store, &mut |ch| {
                 match ch {
                     ItemChange::Upsert(id, rec) => b.upsert(id, rec),
                     ItemChange::Delete(id) => b.delete(id),
@@ -221,7 +262,7 @@ impl Engine {
                     .store(guard.index.errors, Ordering::Relaxed);
             }
         } else {
-            outcome = self.store.apply_changeset(ty, body, &mut |_| Ok(()))?;
+            outcome = run(&self.store, &mut |_| Ok(()))?;
         }
         if let ApplyOutcome::Applied {
             meta,
@@ -384,7 +425,7 @@ impl Engine {
                 })
                 .collect(),
             checkpoint_seconds: c.checkpoint_nanos.load(Ordering::Relaxed) as f64 / 1e9,
-            feed: None,
+            feed: self.config.feed.as_ref().map(|_| self.feed.figures()),
         };
         metrics::render(&self.http, pool, &figures)
     }

@@ -172,6 +172,7 @@ pub async fn serve(
         }
     });
     metrics::spawn_gauge_refresh(engine.clone());
+    discern_engine::feed::start(engine.clone());
     let app = router(engine.clone())
         .layer(axum::middleware::from_fn(cors))
         .layer(axum::middleware::from_fn_with_state(engine, metrics::track));

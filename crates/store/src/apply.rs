@@ -10,6 +10,31 @@ use crate::log::{LogWriter, Staged};
 use crate::meta::{ChangesetMeta, ChangesetType};
 use crate::{db_err, sync_dir, Store, CATALOG, ITEMS};
 
+/// A changeset as another engine's listing describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub id: String,
+    pub ty: ChangesetType,
+    pub md5: String,
+    pub length: u64,
+    pub snapshot: bool,
+    /// The first changeset of a fresh start: every local item goes first.
+    pub restart: bool,
+}
+
+/// How one changeset is applied and stored.
+struct Plan<'a> {
+    /// The type whose item-set semantics apply.
+    semantics: ChangesetType,
+    /// The type it is listed under.
+    stored: ChangesetType,
+    log: LogWriter,
+    /// The md5 and length the body must have (replication).
+    expect: Option<(&'a str, u64)>,
+    /// The date to list it under (Unix seconds), instead of now.
+    date: Option<u64>,
+}
+
 /// A change to the item set, reported to the caller (the index) as it is applied.
 pub enum ItemChange<'a> {
     Upsert(&'a str, &'a Record),
@@ -73,7 +98,75 @@ impl Store {
         body: impl Read,
         on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
     ) -> Result<ApplyOutcome> {
-        let mut log = LogWriter::create(&self.log_dir)?;
+        self.apply_changeset_dated(ty, None, body, on_change)
+    }
+
+    /// `apply_changeset` with the date to list it under (Unix seconds; a publisher's
+    /// `Date` header), instead of now.
+    pub fn apply_changeset_dated(
+        &self,
+        ty: ChangesetType,
+        date: Option<u64>,
+        body: impl Read,
+        on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
+    ) -> Result<ApplyOutcome> {
+        let log = LogWriter::create(&self.log_dir)?;
+        let plan = Plan {
+            semantics: ty,
+            stored: ty,
+            log,
+            expect: None,
+            date,
+        };
+        self.apply_planned(plan, body, on_change)
+    }
+
+    /// Applies a changeset another engine listed (SPEC §14): stored under its id and
+    /// listed type; a complete-state type replaces every item (a checkpoint too), a
+    /// `restart` clears every item first (and the local history, like a reset); the
+    /// body must match the listed md5 and length, or nothing is applied.
+    pub fn apply_replicated(
+        &self,
+        listed: &Listed,
+        body: impl Read,
+        on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
+    ) -> Result<ApplyOutcome> {
+        if self.meta(&listed.id)?.is_some() {
+            return Err(Error::Internal(format!(
+                "changeset {} is already stored",
+                listed.id
+            )));
+        }
+        let semantics = match listed.ty {
+            _ if listed.restart => ChangesetType::Reset,
+            ChangesetType::Delta => ChangesetType::Delta,
+            ChangesetType::Reset => ChangesetType::Reset,
+            _ => ChangesetType::Snapshot,
+        };
+        let log = LogWriter::create_with_id(&self.log_dir, &listed.id)?;
+        let plan = Plan {
+            semantics,
+            stored: listed.ty,
+            log,
+            expect: Some((&listed.md5, listed.length)),
+            date: None,
+        };
+        self.apply_planned(plan, body, on_change)
+    }
+
+    fn apply_planned(
+        &self,
+        plan: Plan,
+        body: impl Read,
+        on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
+    ) -> Result<ApplyOutcome> {
+        let Plan {
+            semantics: ty,
+            stored,
+            mut log,
+            expect,
+            date,
+        } = plan;
         let txn = self.db.begin_write().map_err(db_err)?;
         let mut counts = Counts::default();
         let actions = {
@@ -122,7 +215,17 @@ impl Store {
             return Ok(ApplyOutcome::Empty);
         }
         let staged = log.finish()?;
-        let meta = self.commit_with_log(txn, staged, ty)?;
+        if let Some((md5, length)) = expect {
+            if staged.md5 != md5 || staged.length != length {
+                let _ = fs::remove_file(&staged.tmp);
+                txn.abort().map_err(db_err)?;
+                return Err(Error::Internal(format!(
+                    "changeset {}: received md5 {} and length {}, the listing says {md5} and {length}",
+                    staged.id, staged.md5, staged.length
+                )));
+            }
+        }
+        let meta = self.commit_with_log(txn, staged, stored, date)?;
         Ok(ApplyOutcome::Applied {
             meta,
             created: counts.created,
@@ -147,7 +250,7 @@ impl Store {
         }
         let staged = log.finish()?;
         let txn = self.db.begin_write().map_err(db_err)?;
-        self.commit_with_log(txn, staged, ChangesetType::Checkpoint)
+        self.commit_with_log(txn, staged, ChangesetType::Checkpoint, None)
     }
 
     /// Moves the staged file into place, lists it, applies retention, commits durably.
@@ -156,6 +259,7 @@ impl Store {
         txn: WriteTransaction,
         staged: Staged,
         ty: ChangesetType,
+        date: Option<u64>,
     ) -> Result<ChangesetMeta> {
         let final_path = self.log_path(&staged.id);
         let result = (|| -> Result<(ChangesetMeta, Vec<String>)> {
@@ -169,10 +273,12 @@ impl Store {
                     Some((k, _)) => k.value() + 1,
                     None => 1,
                 };
-                let date = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
+                let date = date.unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_secs())
+                        .unwrap_or(0)
+                });
                 meta = ChangesetMeta {
                     seq,
                     id: staged.id.clone(),

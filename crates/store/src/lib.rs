@@ -10,7 +10,7 @@ mod apply;
 mod log;
 mod meta;
 
-pub use apply::{ApplyOutcome, ItemChange};
+pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use log::{threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
 

@@ -35,7 +35,25 @@ pub(crate) struct Staged {
 
 impl LogWriter {
     pub(crate) fn create(dir: &std::path::Path) -> io::Result<LogWriter> {
-        let id = new_id();
+        Self::start(dir, new_id())
+    }
+
+    /// A log file under an id another engine gave (replication). The id becomes a file
+    /// name, so only ids of hex digits and dashes, as engines make them, are accepted.
+    pub(crate) fn create_with_id(dir: &std::path::Path, id: &str) -> io::Result<LogWriter> {
+        let plausible = !id.is_empty()
+            && id.len() <= 64
+            && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        if !plausible {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("changeset id {id:?} is not an engine's id"),
+            ));
+        }
+        Self::start(dir, id.to_string())
+    }
+
+    fn start(dir: &std::path::Path, id: String) -> io::Result<LogWriter> {
         let tmp = dir.join(format!("{id}.tmp"));
         let file = File::create(&tmp)?;
         let (tx, rx) = sync_channel::<Vec<u8>>(16);
