@@ -24,6 +24,8 @@ pub const BACKGROUND_MERGE_TERMS: usize = 8_192;
 
 pub struct TermDict {
     base: fst::Map<Vec<u8>>,
+    /// Keys splitting `base` into ranges of about equal size, searched in parallel.
+    splits: Vec<Vec<u8>>,
     /// The snapshot generation `base` was built from.
     base_generation: u64,
     /// term → (document frequency now, generation of the change); 0 = gone.
@@ -73,19 +75,35 @@ pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut HashMap<Box<st
     }
 }
 
-fn build_fst(sorted: impl Iterator<Item = (Vec<u8>, u64)>) -> fst::Map<Vec<u8>> {
+/// A half-open range of keys `[lo, hi)`; `None` is unbounded.
+type KeyRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Dictionaries smaller than this are searched on one thread.
+const PARALLEL_TERMS: usize = 100_000;
+/// Ranges a large dictionary is searched in (more than the cores, to balance them).
+const RANGES: usize = 16;
+
+/// The FST of `sorted` keys and the keys that split it into `RANGES` equal parts.
+fn build_fst(sorted: Vec<(Vec<u8>, u64)>) -> (fst::Map<Vec<u8>>, Vec<Vec<u8>>) {
     let mut b = fst::MapBuilder::memory();
-    for (k, v) in sorted {
+    let step = sorted.len() / RANGES;
+    let mut splits = Vec::new();
+    for (i, (k, v)) in sorted.iter().enumerate() {
+        if sorted.len() >= PARALLEL_TERMS && i > 0 && i % step == 0 && splits.len() < RANGES - 1 {
+            splits.push(k.clone());
+        }
         // keys arrive sorted and distinct, so insertion cannot fail
-        let _ = b.insert(&k, v);
+        let _ = b.insert(k, *v);
     }
-    fst::Map::new(b.into_inner().unwrap_or_default()).unwrap_or_default()
+    let map = fst::Map::new(b.into_inner().unwrap_or_default()).unwrap_or_default();
+    (map, splits)
 }
 
 impl TermDict {
     pub fn empty(generation: u64) -> TermDict {
         TermDict {
             base: fst::Map::default(),
+            splits: Vec::new(),
             base_generation: generation,
             overlay: HashMap::new(),
         }
@@ -95,11 +113,14 @@ impl TermDict {
     pub fn from_counts(counts: HashMap<&str, u32>, generation: u64) -> TermDict {
         let mut v: Vec<(&str, u32)> = counts.into_iter().collect();
         v.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let (base, splits) = build_fst(
+            v.into_iter()
+                .map(|(k, n)| (k.as_bytes().to_vec(), n as u64))
+                .collect(),
+        );
         TermDict {
-            base: build_fst(
-                v.into_iter()
-                    .map(|(k, n)| (k.as_bytes().to_vec(), n as u64)),
-            ),
+            base,
+            splits,
             base_generation: generation,
             overlay: HashMap::new(),
         }
@@ -107,6 +128,13 @@ impl TermDict {
 
     pub fn base_generation(&self) -> u64 {
         self.base_generation
+    }
+
+    /// Bytes held: the FST, its split keys and the overlay (estimated per entry).
+    pub fn bytes(&self) -> usize {
+        self.base.as_fst().size()
+            + self.splits.iter().map(|k| k.len() + 24).sum::<usize>()
+            + self.overlay.keys().map(|k| k.len() + 48).sum::<usize>()
     }
 
     pub fn overlay_len(&self) -> usize {
@@ -142,6 +170,7 @@ impl TermDict {
         }
         TermDict {
             base: self.base.clone(),
+            splits: self.splits.clone(),
             base_generation: self.base_generation,
             overlay,
         }
@@ -176,8 +205,10 @@ impl TermDict {
                 out.push((k.as_bytes().to_vec(), n as u64));
             }
         }
+        let (base, splits) = build_fst(out);
         TermDict {
-            base: build_fst(out.into_iter()),
+            base,
+            splits,
             base_generation: generation,
             overlay: HashMap::new(),
         }
@@ -198,6 +229,7 @@ impl TermDict {
             .collect();
         Some(TermDict {
             base: merged.base.clone(),
+            splits: merged.splits.clone(),
             base_generation: merged.base_generation,
             overlay,
         })
@@ -208,19 +240,43 @@ impl TermDict {
     /// included when indexed.
     pub fn within(&self, term: &str, max: u8, transpositions: bool) -> Vec<(String, u8, u32)> {
         let dfa = builder(max, transpositions).build_dfa(term);
-        let mut out = Vec::new();
-        let mut stream = self.base.search_with_state(Lev(&dfa)).into_stream();
-        while let Some((k, v, state)) = stream.next() {
-            let Ok(k) = std::str::from_utf8(k) else {
-                continue;
-            };
-            if self.overlay.contains_key(k) {
-                continue;
+        // the key ranges between consecutive splits, searched in parallel
+        let bounds: Vec<KeyRange> = (0..=self.splits.len())
+            .map(|i| {
+                (
+                    i.checked_sub(1).map(|j| self.splits[j].as_slice()),
+                    self.splits.get(i).map(Vec::as_slice),
+                )
+            })
+            .collect();
+        let search = |(lo, hi): &KeyRange| {
+            let mut found = Vec::new();
+            let mut q = self.base.search_with_state(Lev(&dfa));
+            if let Some(lo) = lo {
+                q = q.ge(lo);
             }
-            if let Distance::Exact(d) = dfa.distance(state) {
-                out.push((k.to_string(), d, v as u32));
+            if let Some(hi) = hi {
+                q = q.lt(hi);
             }
-        }
+            let mut stream = q.into_stream();
+            while let Some((k, v, state)) = stream.next() {
+                let Ok(k) = std::str::from_utf8(k) else {
+                    continue;
+                };
+                if self.overlay.contains_key(k) {
+                    continue;
+                }
+                if let Distance::Exact(d) = dfa.distance(state) {
+                    found.push((k.to_string(), d, v as u32));
+                }
+            }
+            found
+        };
+        let mut out: Vec<(String, u8, u32)> = if bounds.len() > 1 {
+            bounds.par_iter().flat_map_iter(search).collect()
+        } else {
+            bounds.iter().flat_map(search).collect()
+        };
         for (k, &(n, _)) in &self.overlay {
             if n == 0 {
                 continue;
@@ -391,6 +447,38 @@ mod tests {
         );
         let reset = TermDict::empty(3);
         assert!(reset.adopt(&merged, 0).is_none());
+    }
+
+    /// A dictionary large enough to be searched in parallel ranges finds exactly what a
+    /// plain scan finds, including terms on the range boundaries.
+    #[test]
+    fn parallel_ranges_find_what_a_scan_finds() {
+        let words: Vec<String> = (0..150_000u32)
+            .map(|i| format!("{}{:05}", ["ab", "ac", "bd", "zz"][(i % 4) as usize], i / 4))
+            .collect();
+        let d = TermDict::from_counts(words.iter().map(|w| (w.as_str(), 1)).collect(), 0);
+        assert_eq!(d.splits.len(), RANGES - 1);
+        let mut queries: Vec<String> = d
+            .splits
+            .iter()
+            .map(|k| String::from_utf8(k.clone()).unwrap())
+            .collect();
+        queries.extend([
+            "ab00017".to_string(),
+            "xb00017".to_string(),
+            "ab0001".to_string(),
+        ]);
+        for q in &queries {
+            let mut got: Vec<String> = d.within(q, 2, false).into_iter().map(|x| x.0).collect();
+            got.sort();
+            let mut want: Vec<String> = words
+                .iter()
+                .filter(|w| strsim::levenshtein(q, w) <= 2)
+                .cloned()
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "query {q}");
+        }
     }
 
     proptest! {
