@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use discern_dimensions::{to_json, IndexedValue};
 use discern_index::{
     compute_drill_down, compute_facets, criteria_dims, evaluate, parse_query, sort_hits,
-    text_terms, Explain, Filter, Hit, Snapshot,
+    text_terms, Explain, Filter, Hit, Snapshot, Want,
 };
 use discern_model::{Error, Record, RecordWithId, Result};
 use serde_json::{json, Map, Value as J};
@@ -56,7 +56,17 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         exact_only: q.exact_only,
     };
     let started = std::time::Instant::now();
-    let mut results = evaluate(&snap, &mut q.criteria, &filter, true);
+    // Only the page is needed unless facets, groups or a sortBy look at every result.
+    let want = if q.sort.is_empty()
+        && q.group_by.is_none()
+        && q.facets.is_empty()
+        && q.drill_down.is_none()
+    {
+        Want::Top(q.start.saturating_add(q.page_size))
+    } else {
+        Want::Sorted
+    };
+    let mut results = evaluate(&snap, &mut q.criteria, &filter, want);
     sort_hits(&snap, &mut results.hits, &q.sort);
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let mut dims = Vec::new();
@@ -74,9 +84,15 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
     }
     let hits = &results.hits;
 
-    // Groups (or one group per result), in result order.
+    // Groups in result order (without groupBy, every result is its own group: the page
+    // is taken from the hits directly).
     let groups: Vec<Vec<&Hit>> = match &q.group_by {
-        None => hits.iter().map(|h| vec![h]).collect(),
+        None => hits
+            .iter()
+            .skip(q.start)
+            .take(q.page_size)
+            .map(|h| vec![h])
+            .collect(),
         Some(g) => {
             let mut index: HashMap<String, usize> = HashMap::new();
             let mut out: Vec<Vec<&Hit>> = Vec::new();
@@ -99,9 +115,14 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
             out
         }
     };
-    let total = groups.len();
-    let exact_total = groups.iter().filter(|g| g[0].exact).count();
-    let page_groups: Vec<&Vec<&Hit>> = groups.iter().skip(q.start).take(q.page_size).collect();
+    let (total, exact_total, page_groups): (usize, usize, Vec<&Vec<&Hit>>) = match &q.group_by {
+        None => (results.total, results.exact_count, groups.iter().collect()),
+        Some(_) => (
+            groups.len(),
+            groups.iter().filter(|g| g[0].exact).count(),
+            groups.iter().skip(q.start).take(q.page_size).collect(),
+        ),
+    };
     let page: Vec<&Hit> = page_groups.iter().map(|g| g[0]).collect();
 
     let mut out = Map::new();

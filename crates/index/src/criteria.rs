@@ -10,6 +10,7 @@ use discern_dimensions::{
 use discern_model::Result;
 use serde_json::{Map, Value as J};
 
+use crate::columns::{ChunkCols, ColValue};
 use crate::geo::{GeoRef, Unit};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::text::TextMatcher;
@@ -431,11 +432,59 @@ pub fn numeric_closeness(d: f64, s: f64) -> f64 {
 }
 
 impl Leaf {
-    /// The relevance rules of §7.2 for one item; `doc` is the item's doc number (text).
-    pub fn eval(&self, value: Option<&IndexedValue>, doc: u32, ctx: &EvalCtx) -> Outcome {
+    /// The relevance rules of §7.2 for one item, from its column value when the chunk
+    /// has one, else from its row.
+    pub fn eval(&self, item: &ItemRef<'_>, ctx: &EvalCtx) -> Outcome {
+        let Some(dim) = self.dim else {
+            return Outcome {
+                exact: true,
+                r: 1.0,
+                culled: false,
+            };
+        };
+        if let Some(cv) = item.cols.and_then(|(cols, i)| cols.get(dim, i)) {
+            return self.eval_column(cv, ctx);
+        }
+        let value = item.doc.values.get(dim).and_then(|v| v.as_ref());
+        self.eval_row(value, item.n, ctx)
+    }
+
+    fn eval_column(&self, cv: ColValue, ctx: &EvalCtx) -> Outcome {
+        let (exact, r, culled) = match (cv, &self.matcher) {
+            (ColValue::Num(None) | ColValue::Point(None), _) => {
+                (self.null_exact, self.null_rel, false)
+            }
+            (_, Matcher::Has) => (true, self.exact_rel, false),
+            (ColValue::Num(Some(x)), Matcher::Numeric { set, scale }) => {
+                let (e, r) = self.numeric_rule(set, *scale, ctx, std::iter::once(x));
+                (e, r, false)
+            }
+            (
+                ColValue::Point(Some((la, lo))),
+                Matcher::Geo {
+                    reference, unit, ..
+                },
+            ) => self.geo_rule(reference.distance(la, lo, *unit)),
+            _ => (false, 0.0, false),
+        };
+        Outcome { exact, r, culled }
+    }
+
+    /// The rules from an item's row value (`doc`: its doc number, for text).
+    pub fn eval_row(&self, value: Option<&IndexedValue>, doc: u32, ctx: &EvalCtx) -> Outcome {
         // geo also decides cullDistance: one distance computation serves both
-        if let (Matcher::Geo { .. }, Some(v @ IndexedValue::Points(_))) = (&self.matcher, value) {
-            let (exact, r, culled) = self.geo_eval(v);
+        if let (
+            Matcher::Geo {
+                reference, unit, ..
+            },
+            Some(IndexedValue::Points(ps)),
+        ) = (&self.matcher, value)
+        {
+            let d = ps
+                .iter()
+                .map(|&(la, lo)| reference.distance(la, lo, *unit))
+                .fold(f64::INFINITY, f64::min);
+            let (exact, r, culled) = self.geo_rule(d);
             return Outcome { exact, r, culled };
         }
         let (exact, r) = self.rule(value, doc, ctx);
@@ -511,33 +560,15 @@ impl Leaf {
                 }
                 (false, self.fuzzy_rel * best)
             }
-            (Matcher::Numeric { set, scale }, v) => {
-                let Some(set) = set else {
-                    return (true, self.exact_rel);
-                };
-                let mut exact = false;
-                let mut d = f64::INFINITY;
-                let mut visit = |x: f64| {
-                    if set.contains(x) {
-                        exact = true;
-                    }
-                    d = d.min(set.distance(x));
-                };
-                match v {
-                    IndexedValue::Ints(xs) => xs.iter().for_each(|x| visit(*x as f64)),
-                    IndexedValue::Doubles(xs) => xs.iter().for_each(|x| visit(*x)),
-                    _ => return (false, 0.0),
+            (Matcher::Numeric { set, scale }, v) => match v {
+                IndexedValue::Ints(xs) => {
+                    self.numeric_rule(set, *scale, ctx, xs.iter().map(|x| *x as f64))
                 }
-                if exact {
-                    return (true, self.exact_rel);
+                IndexedValue::Doubles(xs) => {
+                    self.numeric_rule(set, *scale, ctx, xs.iter().copied())
                 }
-                let s = if *scale > 0.0 {
-                    *scale
-                } else {
-                    ctx.scale(self.dim.unwrap_or(0))
-                };
-                (false, self.fuzzy_rel * numeric_closeness(d, s))
-            }
+                _ => (false, 0.0),
+            },
             (Matcher::Text(t), IndexedValue::Text(_)) => {
                 t.eval(doc, self.exact_rel, self.fuzzy_rel)
             }
@@ -545,26 +576,49 @@ impl Leaf {
         }
     }
 
-    /// Geo: (exact, r, dropped by cullDistance).
-    fn geo_eval(&self, value: &IndexedValue) -> (bool, f64, bool) {
-        let (
-            Matcher::Geo {
-                reference,
-                exact,
-                cull,
-                normal,
-                iso,
-                unit,
-            },
-            IndexedValue::Points(ps),
-        ) = (&self.matcher, value)
+    /// Numeric: exact when a value is in the set, else closeness of the nearest value.
+    fn numeric_rule(
+        &self,
+        set: &Option<Interval>,
+        scale: f64,
+        ctx: &EvalCtx,
+        values: impl Iterator<Item = f64>,
+    ) -> (bool, f64) {
+        let Some(set) = set else {
+            return (true, self.exact_rel);
+        };
+        let mut exact = false;
+        let mut d = f64::INFINITY;
+        for x in values {
+            if set.contains(x) {
+                exact = true;
+            }
+            d = d.min(set.distance(x));
+        }
+        if exact {
+            return (true, self.exact_rel);
+        }
+        let s = if scale > 0.0 {
+            scale
+        } else {
+            ctx.scale(self.dim.unwrap_or(0))
+        };
+        (false, self.fuzzy_rel * numeric_closeness(d, s))
+    }
+
+    /// Geo, from the distance `d` to the nearest point: (exact, r, dropped by
+    /// cullDistance).
+    fn geo_rule(&self, mut d: f64) -> (bool, f64, bool) {
+        let Matcher::Geo {
+            exact,
+            cull,
+            normal,
+            iso,
+            ..
+        } = &self.matcher
         else {
             return (false, 0.0, false);
         };
-        let mut d = ps
-            .iter()
-            .map(|&(la, lo)| reference.distance(la, lo, *unit))
-            .fold(f64::INFINITY, f64::min);
         if let Some(step) = iso {
             d = (d / step).floor() * step;
         }
@@ -583,6 +637,14 @@ impl Leaf {
     }
 }
 
+/// One item as the rules read it: its row, doc number and (in a scan) its chunk's
+/// columns with its position there.
+pub struct ItemRef<'a> {
+    pub doc: &'a crate::Doc,
+    pub n: u32,
+    pub(crate) cols: Option<(&'a ChunkCols, usize)>,
+}
+
 /// Per-query facts the rules need: numeric scales from the dimension spans.
 pub struct EvalCtx {
     pub scales: Vec<f64>,
@@ -595,20 +657,15 @@ impl EvalCtx {
 }
 
 impl Criterion {
-    pub fn eval(&self, values: &[Option<IndexedValue>], doc: u32, ctx: &EvalCtx) -> Outcome {
+    pub fn eval(&self, item: &ItemRef<'_>, ctx: &EvalCtx) -> Outcome {
         let mut out = match &self.node {
-            Node::Leaf(leaf) => {
-                let v = leaf
-                    .dim
-                    .and_then(|d| values.get(d).and_then(|x| x.as_ref()));
-                leaf.eval(v, doc, ctx)
-            }
+            Node::Leaf(leaf) => leaf.eval(item, ctx),
             Node::Group { or, children } => {
                 // accumulated in place: no allocation per item
                 let (mut culled, mut any, mut all, mut max) = (false, false, true, 0.0f64);
                 let mut mean = WeightedMean::default();
                 for c in children {
-                    let o = c.eval(values, doc, ctx);
+                    let o = c.eval(item, ctx);
                     culled |= o.culled;
                     any |= o.exact;
                     all &= o.exact;

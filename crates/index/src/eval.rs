@@ -1,13 +1,15 @@
 //! Evaluation of a request over a snapshot: per item exactness and relevance, culling,
 //! the default order (exact first, relevance descending, id ascending).
 
-use std::collections::HashSet;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
 
-use discern_dimensions::{DimensionKind, IndexedValue};
+use discern_dimensions::DimensionKind;
 use rayon::prelude::*;
 
-use crate::criteria::{Criterion, EvalCtx, Matcher, Node, WeightedMean};
+use crate::candidates::candidates;
+use crate::criteria::{Criterion, EvalCtx, ItemRef, Matcher, Node, WeightedMean};
 use crate::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -19,10 +21,111 @@ pub struct Hit {
 }
 
 pub struct Results {
-    /// Every result; in the default order when `evaluate` was asked to sort.
+    /// Every result (`Want::All`, `Want::Sorted`) or the first ones (`Want::Top`).
     pub hits: Vec<Hit>,
+    /// Number of results, and of exact ones (also when `hits` holds only the top).
+    pub total: usize,
     pub exact_count: usize,
     ctx: EvalCtx,
+}
+
+/// What `evaluate` returns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Want {
+    /// Every result, unordered.
+    All,
+    /// Every result, in the default order.
+    Sorted,
+    /// The first `n` results in the default order, and the counts.
+    Top(usize),
+}
+
+/// The best `k` hits seen so far (a max-heap whose top is the worst kept), and counts.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Ranked>,
+    total: usize,
+    exact: usize,
+}
+
+struct Ranked(Hit);
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Ranked {}
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        default_order(&self.0, &other.0)
+    }
+}
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK {
+            k,
+            heap: BinaryHeap::with_capacity(k.min(4096) + 1),
+            total: 0,
+            exact: 0,
+        }
+    }
+
+    /// Counts a result and keeps it if it is among the best `k`; the id is cloned only
+    /// then.
+    fn offer(&mut self, doc: u32, id: &Arc<str>, exact: bool, r: f64) {
+        self.total += 1;
+        self.exact += exact as usize;
+        if self.heap.len() < self.k {
+            self.heap.push(Ranked(Hit {
+                doc,
+                id: id.clone(),
+                exact,
+                r,
+            }));
+            return;
+        }
+        let Some(worst) = self.heap.peek() else {
+            return;
+        };
+        if order_parts((exact, r, id), (worst.0.exact, worst.0.r, &worst.0.id)) == Ordering::Less {
+            self.heap.pop();
+            self.heap.push(Ranked(Hit {
+                doc,
+                id: id.clone(),
+                exact,
+                r,
+            }));
+        }
+    }
+
+    fn merge(mut self, other: TopK) -> TopK {
+        self.total += other.total;
+        self.exact += other.exact;
+        for h in other.heap {
+            self.offer_hit(h.0);
+        }
+        self
+    }
+
+    fn offer_hit(&mut self, h: Hit) {
+        if self.heap.len() < self.k {
+            self.heap.push(Ranked(h));
+        } else if self
+            .heap
+            .peek()
+            .is_some_and(|w| default_order(&h, &w.0) == Ordering::Less)
+        {
+            self.heap.pop();
+            self.heap.push(Ranked(h));
+        }
+    }
 }
 
 impl Results {
@@ -34,7 +137,14 @@ impl Results {
         criteria
             .iter()
             .map(|c| {
-                let o = c.eval(&d.values, doc, &self.ctx);
+                let o = c.eval(
+                    &ItemRef {
+                        doc: d,
+                        n: doc,
+                        cols: None,
+                    },
+                    &self.ctx,
+                );
                 (o.exact, o.r)
             })
             .collect()
@@ -92,20 +202,14 @@ fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
         _ => None,
     };
     let span = declared.unwrap_or_else(|| {
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for d in snap.docs() {
-            match d.values.get(dim).and_then(|v| v.as_ref()) {
-                Some(IndexedValue::Ints(xs)) => xs.iter().for_each(|x| {
-                    lo = lo.min(*x as f64);
-                    hi = hi.max(*x as f64);
-                }),
-                Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|x| {
-                    lo = lo.min(*x);
-                    hi = hi.max(*x);
-                }),
-                _ => {}
-            }
-        }
+        // the observed span, from every chunk's column bounds
+        let (lo, hi) = (0..snap.chunks().len())
+            .into_par_iter()
+            .filter_map(|c| snap.chunk_cols(c)?.span(dim))
+            .reduce(
+                || (f64::INFINITY, f64::NEG_INFINITY),
+                |a, b| (a.0.min(b.0), a.1.max(b.1)),
+            );
         if hi >= lo {
             hi - lo
         } else {
@@ -129,19 +233,14 @@ fn for_each_text(criteria: &mut [Criterion], f: &mut dyn FnMut(&mut crate::text:
     }
 }
 
-fn item_outcome(
-    criteria: &[Criterion],
-    values: &[Option<IndexedValue>],
-    n: u32,
-    ctx: &EvalCtx,
-) -> Option<(bool, f64)> {
+fn item_outcome(criteria: &[Criterion], item: &ItemRef<'_>, ctx: &EvalCtx) -> Option<(bool, f64)> {
     if criteria.is_empty() {
         return Some((true, 1.0));
     }
     let mut exact = true;
     let mut mean = WeightedMean::default();
     for cr in criteria {
-        let o = cr.eval(values, n, ctx);
+        let o = cr.eval(item, ctx);
         if o.culled {
             return None;
         }
@@ -162,78 +261,227 @@ pub fn evaluate(
     snap: &Snapshot,
     criteria: &mut [Criterion],
     filter: &Filter<'_>,
-    sort: bool,
+    want: Want,
 ) -> Results {
     let mut scales = vec![0.0; snap.dims.len()];
     prepare(criteria, snap, &mut scales);
     let ctx = EvalCtx { scales };
+    let mut has_text = false;
+    for_each_text(criteria, &mut |_| has_text = true);
     let frozen: &[Criterion] = criteria;
-    let chunks = snap.chunks();
-    let mut hits: Vec<Hit> = chunks
-        .par_iter()
-        .enumerate()
-        .flat_map_iter(|(c, chunk)| {
-            let ctx = &ctx;
-            chunk.docs.iter().enumerate().filter_map(move |(i, slot)| {
-                let doc = slot.as_ref()?;
-                if let Some(items) = filter.items {
-                    if !items.contains(&*doc.id) {
-                        return None;
-                    }
-                }
-                if let Some(not) = filter.not_items {
-                    if not.contains(&*doc.id) {
-                        return None;
-                    }
-                }
-                let n = (c * crate::CHUNK + i) as u32;
-                let (exact, r) = item_outcome(frozen, &doc.values, n, ctx)?;
-                let is_result = exact || r > 0.0;
-                if !is_result || (filter.exact_only && !exact) {
-                    return None;
-                }
-                Some(Hit {
-                    doc: n,
-                    id: doc.id.clone(),
-                    exact,
-                    r,
+    // `None` when the item is not a result
+    let outcome = |item: ItemRef<'_>| -> Option<(bool, f64)> {
+        let doc = item.doc;
+        if let Some(items) = filter.items {
+            if !items.contains(&*doc.id) {
+                return None;
+            }
+        }
+        if let Some(not) = filter.not_items {
+            if not.contains(&*doc.id) {
+                return None;
+            }
+        }
+        let (exact, r) = item_outcome(frozen, &item, &ctx)?;
+        let is_result = exact || r > 0.0;
+        if !is_result || (filter.exact_only && !exact) {
+            return None;
+        }
+        Some((exact, r))
+    };
+    let candidates: Option<Vec<u32>> =
+        candidates(snap, frozen, filter.exact_only).map(|c| c.iter().collect());
+    // Text relevance is graded against the best score among the results, known only
+    // once every item is scored: such queries keep every hit.
+    if let (Want::Top(k), false) = (want, has_text) {
+        let offer = |mut top: TopK, item: ItemRef<'_>| {
+            let (doc, n) = (item.doc, item.n);
+            if let Some((exact, r)) = outcome(item) {
+                top.offer(n, &doc.id, exact, r);
+            }
+            top
+        };
+        let top = match &candidates {
+            Some(docs) => docs
+                .par_chunks(4096)
+                .fold(
+                    || TopK::new(k),
+                    |top, part| {
+                        part.iter().fold(top, |top, &n| match snap.doc(n) {
+                            Some(doc) => offer(top, ItemRef { doc, n, cols: None }),
+                            None => top,
+                        })
+                    },
+                )
+                .reduce(|| TopK::new(k), TopK::merge),
+            None => snap
+                .chunks()
+                .par_iter()
+                .enumerate()
+                .fold(
+                    || TopK::new(k),
+                    |top, (c, chunk)| {
+                        let cols = snap.chunk_cols(c);
+                        chunk
+                            .docs
+                            .iter()
+                            .enumerate()
+                            .fold(top, |top, (i, slot)| match slot {
+                                Some(doc) => offer(
+                                    top,
+                                    ItemRef {
+                                        doc,
+                                        n: (c * crate::CHUNK + i) as u32,
+                                        cols: cols.map(|cols| (cols, i)),
+                                    },
+                                ),
+                                None => top,
+                            })
+                    },
+                )
+                .reduce(|| TopK::new(k), TopK::merge),
+        };
+        let hits: Vec<Hit> = top
+            .heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        return Results {
+            hits,
+            total: top.total,
+            exact_count: top.exact,
+            ctx,
+        };
+    }
+    let hit = |item: ItemRef<'_>| {
+        let (doc, n) = (item.doc, item.n);
+        outcome(item).map(|(exact, r)| Hit {
+            doc: n,
+            id: doc.id.clone(),
+            exact,
+            r,
+        })
+    };
+    let mut hits: Vec<Hit> = match &candidates {
+        Some(docs) => docs
+            .par_chunks(4096)
+            .flat_map_iter(|part| {
+                part.iter().filter_map(|&n| {
+                    snap.doc(n)
+                        .and_then(|doc| hit(ItemRef { doc, n, cols: None }))
                 })
             })
-        })
-        .collect();
-    // Text relevance is graded against the best score among the results: now that
-    // culling is known, regrade (membership and exactness do not change).
-    let mut has_text = false;
+            .collect(),
+        None => snap
+            .chunks()
+            .par_iter()
+            .enumerate()
+            .flat_map_iter(|(c, chunk)| {
+                let cols = snap.chunk_cols(c);
+                chunk.docs.iter().enumerate().filter_map(move |(i, slot)| {
+                    hit(ItemRef {
+                        doc: slot.as_ref()?,
+                        n: (c * crate::CHUNK + i) as u32,
+                        cols: cols.map(|cols| (cols, i)),
+                    })
+                })
+            })
+            .collect(),
+    };
+    // Now that culling is known, regrade text relevance (membership and exactness do
+    // not change).
     for_each_text(criteria, &mut |t| {
-        has_text = true;
-        t.set_max_over(hits.iter().map(|h| h.doc));
+        t.set_max_over(hits.iter().map(|h| h.doc))
     });
     if has_text {
         let criteria: &[Criterion] = criteria;
         hits.par_iter_mut().for_each(|h| {
             if let Some(doc) = snap.doc(h.doc) {
-                if let Some((_, r)) = item_outcome(criteria, &doc.values, h.doc, &ctx) {
+                let item = ItemRef {
+                    doc,
+                    n: h.doc,
+                    cols: None,
+                };
+                if let Some((_, r)) = item_outcome(criteria, &item, &ctx) {
                     h.r = r;
                 }
             }
         });
     }
-    if sort {
+    if want != Want::All {
         hits.par_sort_unstable_by(default_order);
     }
     let exact_count = hits.iter().filter(|h| h.exact).count();
+    let total = hits.len();
+    if let Want::Top(k) = want {
+        hits.truncate(k);
+    }
     Results {
         hits,
+        total,
         exact_count,
         ctx,
     }
 }
 
-pub fn default_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
-    b.exact
-        .cmp(&a.exact)
-        .then_with(|| b.r.partial_cmp(&a.r).unwrap_or(std::cmp::Ordering::Equal))
-        .then_with(|| a.id.as_bytes().cmp(b.id.as_bytes()))
+/// Every result by a plain scan of every item, unordered: the reference the narrowed,
+/// top-k evaluation is tested against.
+#[cfg(test)]
+pub(crate) fn reference_hits(
+    snap: &Snapshot,
+    criteria: &mut [Criterion],
+    filter: &Filter<'_>,
+) -> Vec<Hit> {
+    let mut scales = vec![0.0; snap.dims.len()];
+    prepare(criteria, snap, &mut scales);
+    let ctx = EvalCtx { scales };
+    let mut hits: Vec<Hit> = Vec::new();
+    for (c, chunk) in snap.chunks().iter().enumerate() {
+        for (i, slot) in chunk.docs.iter().enumerate() {
+            let Some(doc) = slot else { continue };
+            let n = (c * crate::CHUNK + i) as u32;
+            let item = ItemRef { doc, n, cols: None };
+            let Some((exact, r)) = item_outcome(criteria, &item, &ctx) else {
+                continue;
+            };
+            if (exact || r > 0.0) && (!filter.exact_only || exact) {
+                hits.push(Hit {
+                    doc: n,
+                    id: doc.id.clone(),
+                    exact,
+                    r,
+                });
+            }
+        }
+    }
+    for_each_text(criteria, &mut |t| {
+        t.set_max_over(hits.iter().map(|h| h.doc))
+    });
+    for h in &mut hits {
+        if let Some(doc) = snap.doc(h.doc) {
+            let item = ItemRef {
+                doc,
+                n: h.doc,
+                cols: None,
+            };
+            if let Some((_, r)) = item_outcome(criteria, &item, &ctx) {
+                h.r = r;
+            }
+        }
+    }
+    hits
+}
+
+/// Exact first, then relevance descending, then id ascending.
+pub fn default_order(a: &Hit, b: &Hit) -> Ordering {
+    order_parts((a.exact, a.r, &a.id), (b.exact, b.r, &b.id))
+}
+
+fn order_parts(a: (bool, f64, &str), b: (bool, f64, &str)) -> Ordering {
+    b.0.cmp(&a.0)
+        .then_with(|| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal))
+        .then_with(|| a.2.as_bytes().cmp(b.2.as_bytes()))
 }
 
 #[cfg(test)]
@@ -277,7 +525,7 @@ mod tests {
             not_items: None,
             exact_only: false,
         };
-        let res = evaluate(&snap, &mut q.criteria, &filter, true);
+        let res = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
         let got: Vec<(&str, f64)> = res.hits.iter().map(|h| (&*h.id, h.r)).collect();
         assert_eq!(got, vec![("a", 1.0), ("b", 1.0)]);
     }

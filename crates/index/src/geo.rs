@@ -50,6 +50,11 @@ impl GeoRef {
         !self.polygons.is_empty() && self.points.is_empty() && self.lines.is_empty()
     }
 
+    /// The reference's points when it has nothing else (lines, polygons).
+    pub fn only_points(&self) -> Option<&[(f64, f64)]> {
+        (self.lines.is_empty() && self.polygons.is_empty()).then_some(self.points.as_slice())
+    }
+
     /// Distance from (lat, lon) to the nearest part of the reference (0 inside a polygon).
     pub fn distance(&self, lat: f64, lon: f64, unit: Unit) -> f64 {
         let mut d = f64::INFINITY;

@@ -2,26 +2,32 @@
 //! held in copy-on-write chunks so that an apply builds the next immutable snapshot
 //! while queries keep reading the current one.
 
+mod candidates;
+mod columns;
 mod criteria;
 mod eval;
 mod facets;
 mod geo;
+pub mod postings;
 mod query;
 mod sort;
 pub mod terms;
 mod text;
 
 pub use criteria::Criterion;
-pub use eval::{criteria_dims, evaluate, text_terms, Filter, Hit, Results};
+pub use eval::{criteria_dims, evaluate, text_terms, Filter, Hit, Results, Want};
 pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
 pub use query::{parse_export, parse_query, Explain, ExportRequest, GroupBy, Highlighting, Query};
 pub use sort::{sort_hits, SortKey};
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use columns::ChunkCols;
 use discern_dimensions::{extract, Dimensions, IndexedValue};
 use discern_model::Record;
+use postings::{Postings, PostingsDelta};
+use roaring::RoaringBitmap;
 use terms::{TermDict, TermDicts};
 
 /// Items per chunk: an apply copies only the chunks it touches.
@@ -34,10 +40,27 @@ pub struct Doc {
     pub values: DocValues,
 }
 
-/// Docs are shared between snapshots: copying a chunk on write copies pointers only.
-#[derive(Clone, Default, Debug)]
+/// Docs are shared between snapshots: copying a chunk on write copies pointers only
+/// (and drops its columns, rebuilt on first use).
+#[derive(Default)]
 struct Chunk {
     docs: Vec<Option<Arc<Doc>>>,
+    cols: OnceLock<ChunkCols>,
+}
+
+impl Clone for Chunk {
+    fn clone(&self) -> Chunk {
+        Chunk {
+            docs: self.docs.clone(),
+            cols: OnceLock::new(),
+        }
+    }
+}
+
+impl Chunk {
+    fn cols(&self, dims: &Dimensions) -> &ChunkCols {
+        self.cols.get_or_init(|| ChunkCols::build(dims, &self.docs))
+    }
 }
 
 /// An immutable view of the index. Cheap to clone (chunks are shared).
@@ -50,12 +73,18 @@ pub struct Snapshot {
     pub generation: u64,
     /// Did-you-mean dictionaries per dimension.
     terms: TermDicts,
+    /// Per dimension, the documents holding each key.
+    postings: Postings,
+    /// Every live document number.
+    live_docs: Arc<RoaringBitmap>,
 }
 
 impl Snapshot {
     pub fn empty(dims: Arc<Dimensions>) -> Snapshot {
         Snapshot {
             terms: terms::empty_dicts(&dims, 0),
+            postings: postings::empty(&dims),
+            live_docs: Arc::default(),
             dims,
             chunks: Vec::new(),
             live: 0,
@@ -137,8 +166,22 @@ impl Snapshot {
             .as_deref()
     }
 
+    /// The postings of dimension `di` (every type but numeric).
+    pub(crate) fn postings(&self, di: usize) -> Option<&postings::DimPostings> {
+        self.postings.get(di)?.as_deref()
+    }
+
+    pub(crate) fn live_docs(&self) -> &RoaringBitmap {
+        &self.live_docs
+    }
+
     pub(crate) fn chunks(&self) -> &[Arc<Chunk>] {
         &self.chunks
+    }
+
+    /// The typed columns of chunk `c` (built on first use).
+    pub(crate) fn chunk_cols(&self, c: usize) -> Option<&ChunkCols> {
+        Some(self.chunks.get(c)?.cols(&self.dims))
     }
 
     /// Every live document, in doc-number order.
@@ -164,7 +207,8 @@ impl Snapshot {
         }
         let slots = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Arc<Doc>>>();
         let terms: usize = self.terms.iter().flatten().map(|t| t.bytes()).sum();
-        slots + bytes / sampled * self.live + terms
+        let postings: usize = self.postings.iter().flatten().map(|p| p.bytes()).sum();
+        slots + bytes / sampled * self.live + terms + postings
     }
 
     fn doc_bytes(d: &Doc) -> usize {
@@ -239,6 +283,9 @@ pub struct Builder<'w> {
     terms: TermDicts,
     /// Document-frequency changes per dimension (`None`: not tracked, see `begin_untracked`).
     term_deltas: Option<Vec<HashMap<Box<str>, i64>>>,
+    postings: Postings,
+    live_docs: Arc<RoaringBitmap>,
+    postings_delta: PostingsDelta,
     cleared: bool,
 }
 
@@ -273,6 +320,9 @@ impl IndexWriter {
             generation: base.generation,
             terms: base.terms.clone(),
             term_deltas: None,
+            postings: base.postings.clone(),
+            live_docs: base.live_docs.clone(),
+            postings_delta: PostingsDelta::new(&base.dims),
             cleared: false,
         }
     }
@@ -290,9 +340,13 @@ impl Builder<'_> {
         while self.chunks.len() <= c {
             self.chunks.push(Arc::new(Chunk {
                 docs: vec![None; CHUNK],
+                cols: OnceLock::new(),
             }));
         }
-        &mut Arc::make_mut(&mut self.chunks[c]).docs[i]
+        let chunk = Arc::make_mut(&mut self.chunks[c]);
+        // a chunk this builder owns may carry columns of its old contents
+        chunk.cols = OnceLock::new();
+        &mut chunk.docs[i]
     }
 
     /// Indexes `record` as the current state of item `id`.
@@ -327,6 +381,8 @@ impl Builder<'_> {
         };
         let new = Arc::new(Doc { id: key, values });
         let old = self.slot(doc).replace(new.clone());
+        self.postings_delta
+            .change(doc, old.as_deref().map(|o| &*o.values), Some(&new.values));
         self.track_terms(old.as_deref(), Some(&new));
     }
 
@@ -349,6 +405,8 @@ impl Builder<'_> {
     pub fn delete(&mut self, id: &str) {
         if let Some((key, doc)) = self.writer.by_id.remove_entry(id) {
             let old = self.slot(doc).take();
+            self.postings_delta
+                .change(doc, old.as_deref().map(|o| &*o.values), None);
             self.track_terms(old.as_deref(), None);
             self.writer.free.push(doc);
             self.live -= 1;
@@ -364,6 +422,9 @@ impl Builder<'_> {
         self.chunks.clear();
         self.live = 0;
         self.cleared = true;
+        self.postings = postings::empty(&self.dims);
+        self.live_docs = Arc::default();
+        self.postings_delta.clear();
         if let Some(d) = self.term_deltas.as_mut() {
             d.iter_mut().for_each(HashMap::clear);
         }
@@ -396,12 +457,16 @@ impl Builder<'_> {
             }
             terms = Arc::new(next);
         }
+        let delta = std::mem::replace(&mut self.postings_delta, PostingsDelta::new(&self.dims));
+        let (postings, live_docs) = delta.apply(&self.postings, &self.live_docs);
         Snapshot {
             dims: self.dims.clone(),
             chunks: std::mem::take(&mut self.chunks),
             live: self.live,
             generation,
             terms,
+            postings,
+            live_docs,
         }
     }
 }

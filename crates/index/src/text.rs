@@ -7,6 +7,10 @@ use discern_dimensions::{IndexedValue, TextSpec};
 use discern_model::Result;
 use serde_json::{Map, Value as J};
 
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+
+use crate::postings::text_key;
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::Snapshot;
 
@@ -25,6 +29,8 @@ pub struct TextMatcher {
     prepared: HashMap<u32, (bool, f64, f64)>,
     /// Best score among the query's results (grading reference for `g`).
     max_score: f64,
+    /// Documents holding a query term, found by `prepare`.
+    matched: RoaringBitmap,
 }
 
 struct FieldQuery {
@@ -158,6 +164,7 @@ impl TextMatcher {
             prefix_last,
             prepared: HashMap::new(),
             max_score: 0.0,
+            matched: RoaringBitmap::new(),
         }))
     }
 
@@ -169,46 +176,40 @@ impl TextMatcher {
         }
     }
 
-    /// Computes every item's text score over the snapshot (two passes: statistics, then
-    /// scores), so that `eval` can grade against the best score.
+    /// Computes the text score of every item holding a query term: the postings give
+    /// document frequencies and the matching documents; only those are scored, from
+    /// their tokens, so that `eval` can grade against the best score.
     pub fn prepare(&mut self, snap: &Snapshot, dim: usize) {
+        let Some(post) = snap.postings(dim) else {
+            return;
+        };
         let n_docs = snap.len().max(1) as f64;
         let nf = self.fields.len();
         let mut df = vec![vec![0u64; self.n_terms]; nf];
+        let mut matched = RoaringBitmap::new();
         let mut df_any = vec![0u64; self.n_terms];
-        let mut total_len = vec![0u64; nf];
-        let mut with_field = vec![0u64; nf];
-        let per_doc = |toks: &[Vec<String>], fq: &FieldQuery, t: usize| -> u32 {
-            let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
-            toks.get(fq.index)
-                .map(|ts| ts.iter().filter(|x| self.term_matches(t, term, x)).count() as u32)
-                .unwrap_or(0)
-        };
-        for doc in snap.docs() {
-            let Some(IndexedValue::Text(toks)) = doc.values.get(dim).and_then(|v| v.as_ref())
-            else {
-                continue;
-            };
-            let mut any = vec![false; self.n_terms];
+        for (t, any) in df_any.iter_mut().enumerate() {
+            let mut docs = RoaringBitmap::new();
             for (fi, fq) in self.fields.iter().enumerate() {
-                let len = toks.get(fq.index).map(|t| t.len()).unwrap_or(0) as u64;
-                if len > 0 {
-                    total_len[fi] += len;
-                    with_field[fi] += 1;
-                }
-                for (t, a) in any.iter_mut().enumerate() {
-                    if per_doc(toks, fq, t) > 0 {
-                        df[fi][t] += 1;
-                        *a = true;
-                    }
-                }
+                // a field whose analysis gave fewer terms matches "" (as `per_doc` does)
+                let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
+                let key = text_key(fq.index, term);
+                let in_field = if self.prefix_last && t + 1 == self.n_terms {
+                    post.union_prefix(&key)
+                } else {
+                    post.get(&key).cloned().unwrap_or_default()
+                };
+                df[fi][t] = in_field.len();
+                docs |= in_field;
             }
-            for (t, a) in any.iter().enumerate() {
-                if *a {
-                    df_any[t] += 1;
-                }
-            }
+            *any = docs.len();
+            matched |= docs;
         }
+        let stats: Vec<(u64, u64)> = self
+            .fields
+            .iter()
+            .map(|fq| post.field_stats.get(fq.index).copied().unwrap_or((0, 0)))
+            .collect();
         let idf = |df: u64| {
             if self.ignore_idf {
                 1.0
@@ -218,65 +219,84 @@ impl TextMatcher {
         };
         let weights: Vec<f64> = df_any.iter().map(|&d| idf(d)).collect();
         let wsum: f64 = weights.iter().sum();
-        let mut raw: Vec<(u32, bool, f64, f64)> = Vec::new();
-        let mut max_score: f64 = 0.0;
-        for (c, chunk) in snap.chunks().iter().enumerate() {
-            for (i, slot) in chunk.docs.iter().enumerate() {
-                let Some(doc) = slot else { continue };
-                let Some(IndexedValue::Text(toks)) = doc.values.get(dim).and_then(|v| v.as_ref())
-                else {
-                    continue;
+        let per_doc = |toks: &[Vec<String>], fq: &FieldQuery, t: usize| -> u32 {
+            let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
+            toks.get(fq.index)
+                .map(|ts| ts.iter().filter(|x| self.term_matches(t, term, x)).count() as u32)
+                .unwrap_or(0)
+        };
+        let score_doc = |doc: u32| -> Option<(u32, (bool, f64, f64))> {
+            let Some(IndexedValue::Text(toks)) = snap.doc(doc)?.values.get(dim)?.as_ref() else {
+                return None;
+            };
+            let mut score = 0.0;
+            // no allocation per item unless the query has more than 64 terms
+            let mut small = [false; 64];
+            let mut big = Vec::new();
+            let contained: &mut [bool] = if self.n_terms <= 64 {
+                &mut small[..self.n_terms]
+            } else {
+                big.resize(self.n_terms, false);
+                &mut big
+            };
+            let mut n_in = 0;
+            for (fi, fq) in self.fields.iter().enumerate() {
+                let len = toks.get(fq.index).map(|t| t.len()).unwrap_or(0) as f64;
+                let (total_len, with_field) = stats[fi];
+                let avg = if with_field > 0 {
+                    total_len as f64 / with_field as f64
+                } else {
+                    1.0
                 };
-                let mut score = 0.0;
-                let mut contained = vec![false; self.n_terms];
-                for (fi, fq) in self.fields.iter().enumerate() {
-                    let len = toks.get(fq.index).map(|t| t.len()).unwrap_or(0) as f64;
-                    let avg = if with_field[fi] > 0 {
-                        total_len[fi] as f64 / with_field[fi] as f64
-                    } else {
-                        1.0
-                    };
-                    let b = if fq.ignore_length { 0.0 } else { B };
-                    let mut fs = 0.0;
-                    for (t, ct) in contained.iter_mut().enumerate() {
-                        let tf = per_doc(toks, fq, t) as f64;
-                        if tf > 0.0 {
-                            *ct = true;
-                            fs += idf(df[fi][t]) * tf * (K1 + 1.0)
-                                / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
+                let b = if fq.ignore_length { 0.0 } else { B };
+                let mut fs = 0.0;
+                for (t, ct) in contained.iter_mut().enumerate() {
+                    let tf = per_doc(toks, fq, t) as f64;
+                    if tf > 0.0 {
+                        if !*ct {
+                            n_in += 1;
                         }
+                        *ct = true;
+                        fs += idf(df[fi][t]) * tf * (K1 + 1.0)
+                            / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
                     }
-                    score += fq.boost * fs;
                 }
-                let n_in = contained.iter().filter(|c| **c).count();
-                if n_in == 0 {
-                    continue;
-                }
-                let m = if wsum > 0.0 {
-                    contained
-                        .iter()
-                        .zip(&weights)
-                        .filter(|(c, _)| **c)
-                        .map(|(_, w)| w)
-                        .sum::<f64>()
-                        / wsum
-                } else {
-                    n_in as f64 / self.n_terms as f64
-                };
-                let exact = if self.require_all {
-                    n_in == self.n_terms
-                } else {
-                    true
-                };
-                max_score = max_score.max(score);
-                raw.push(((c * crate::CHUNK + i) as u32, exact, score, m));
+                score += fq.boost * fs;
             }
-        }
-        self.max_score = max_score;
-        self.prepared = raw
-            .into_iter()
-            .map(|(doc, exact, score, m)| (doc, (exact, score, m)))
+            if n_in == 0 {
+                return None;
+            }
+            let m = if wsum > 0.0 {
+                contained
+                    .iter()
+                    .zip(&weights)
+                    .filter(|(c, _)| **c)
+                    .map(|(_, w)| w)
+                    .sum::<f64>()
+                    / wsum
+            } else {
+                n_in as f64 / self.n_terms as f64
+            };
+            let exact = if self.require_all {
+                n_in == self.n_terms
+            } else {
+                true
+            };
+            Some((doc, (exact, score, m)))
+        };
+        let docs: Vec<u32> = matched.iter().collect();
+        self.prepared = docs
+            .par_chunks(4096)
+            .flat_map_iter(|part| part.iter().filter_map(|&d| score_doc(d)))
             .collect();
+        self.max_score = self.prepared.values().map(|p| p.1).fold(0.0, f64::max);
+        self.matched = matched;
+    }
+
+    /// Every document holding a query term (after `prepare`): the only ones a text
+    /// criterion can give relevance above 0 or exactness.
+    pub fn matched(&self) -> &RoaringBitmap {
+        &self.matched
     }
 
     /// (field index, analysed query terms) per queried field.

@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use discern_engine::{export_line_meta, query_response};
-use discern_index::{evaluate, parse_export, ExportRequest, Filter};
+use discern_index::{evaluate, parse_export, ExportRequest, Filter, Want};
 use discern_model::{Error, RecordWithId};
 use serde_json::Value as J;
 
@@ -158,7 +158,7 @@ fn export(engine: AppState, mut req: ExportRequest) -> Response {
             not_items: None,
             exact_only: req.exact_only,
         };
-        let results = evaluate(&snap, &mut req.criteria, &filter, false);
+        let results = evaluate(&snap, &mut req.criteria, &filter, Want::All);
         let mut format = vec!["meta"];
         if !req.values.is_empty() {
             format.push("values");

@@ -1,0 +1,406 @@
+//! Candidate documents: before any item is scored, the postings narrow a query to a
+//! superset of the documents that can survive it — those its culled criteria cannot
+//! drop and, with `exactMatchesOnly`, those every criterion can find exact. Scoring then
+//! runs the §7.2 rules (`criteria.rs`) on the candidates only, so results are identical
+//! to a full scan; a criterion the postings cannot bound (numeric, groups, ...) simply
+//! does not narrow.
+
+use std::ops::Bound;
+
+use roaring::RoaringBitmap;
+
+use crate::criteria::{Criterion, Leaf, Matcher, Node};
+use crate::geo::Unit;
+use crate::postings::{cell, cell_key, DimPostings};
+use crate::Snapshot;
+
+/// Grid cells a geo bound may cover before it is not worth narrowing by.
+const MAX_CELLS: u64 = 20_000;
+
+/// A superset of the documents that survive `criteria` (and are exact on all of them
+/// when `exact_only`); `None` when nothing narrows.
+pub fn candidates(
+    snap: &Snapshot,
+    criteria: &[Criterion],
+    exact_only: bool,
+) -> Option<RoaringBitmap> {
+    let mut out: Option<RoaringBitmap> = None;
+    for c in criteria {
+        let Node::Leaf(leaf) = &c.node else { continue };
+        let need_exact = exact_only && !c.exact_match;
+        if let Some(s) = leaf_survivors(snap, leaf, need_exact, c.cull) {
+            out = Some(match out {
+                None => s,
+                Some(o) => o & s,
+            });
+        }
+    }
+    out
+}
+
+/// A superset of the documents that are exact on `leaf` (when `need_exact`), have
+/// relevance above 0 (when `cull`) and are not beyond its `cullDistance`.
+fn leaf_survivors(
+    snap: &Snapshot,
+    leaf: &Leaf,
+    need_exact: bool,
+    cull: bool,
+) -> Option<RoaringBitmap> {
+    let dim = leaf.dim?;
+    let post = snap.postings(dim)?;
+    let geo_cull = matches!(leaf.matcher, Matcher::Geo { cull: Some(_), .. });
+    if !need_exact && !cull && !geo_cull {
+        return None;
+    }
+    // documents with a value: each condition that applies narrows them
+    let mut with_value: Option<RoaringBitmap> = None;
+    let mut narrow = |s: RoaringBitmap| {
+        with_value = Some(match with_value.take() {
+            None => s,
+            Some(w) => w & s,
+        });
+    };
+    if need_exact {
+        narrow(exact_set(leaf, post)?);
+    }
+    if cull {
+        narrow(positive_set(leaf, post)?);
+    }
+    if let Matcher::Geo {
+        reference,
+        cull: Some(c),
+        iso,
+        unit,
+        ..
+    } = &leaf.matcher
+    {
+        // an iso step rounds distances down by less than one step
+        narrow(within(
+            post,
+            reference.only_points()?,
+            c + iso.unwrap_or(0.0),
+            *unit,
+        )?);
+    }
+    let mut out = with_value?;
+    // documents without a value are decided by nullExactMatch and nullRelevance alone
+    let nulls_pass = (!need_exact || leaf.null_exact) && (!cull || leaf.null_rel > 0.0);
+    if nulls_pass {
+        out |= snap.live_docs() - &*post.has;
+    }
+    Some(out)
+}
+
+/// A superset of the documents with a value that are exact on `leaf`.
+fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
+    match &leaf.matcher {
+        Matcher::Has => Some((*post.has).clone()),
+        Matcher::Keyword { values, .. } if values.is_empty() => Some((*post.has).clone()),
+        Matcher::Keyword { values, .. } => Some(post.union(values.iter().map(|v| v.as_bytes()))),
+        Matcher::Elements {
+            set,
+            tree,
+            wanted,
+            isolated,
+            ..
+        } => {
+            if wanted.is_empty() && isolated.is_empty() {
+                return Some((*post.has).clone());
+            }
+            let mut elements: Vec<u32> = isolated.clone();
+            for &w in wanted {
+                if *tree {
+                    elements.extend(
+                        (0..set.elements.len() as u32).filter(|&e| set.is_ancestor_or_self(w, e)),
+                    );
+                } else {
+                    elements.push(w);
+                }
+            }
+            Some(element_union(post, &elements))
+        }
+        Matcher::Geo {
+            reference,
+            exact,
+            iso,
+            unit,
+            ..
+        } => within(
+            post,
+            reference.only_points()?,
+            exact + iso.unwrap_or(0.0),
+            *unit,
+        ),
+        Matcher::Text(t) => Some(t.matched().clone()),
+        Matcher::Numeric { .. } => None,
+    }
+}
+
+/// A superset of the documents with a value whose relevance on `leaf` is above 0.
+fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
+    let exact_only = |leaf: &Leaf| {
+        if leaf.exact_rel > 0.0 {
+            exact_set(leaf, post)
+        } else {
+            Some(RoaringBitmap::new())
+        }
+    };
+    match &leaf.matcher {
+        Matcher::Has | Matcher::Keyword { .. } => exact_only(leaf),
+        Matcher::Elements {
+            set,
+            tree,
+            ordered,
+            wanted,
+            isolated,
+            ..
+        } => {
+            if leaf.fuzzy_rel == 0.0 || wanted.is_empty() && isolated.is_empty() {
+                return exact_only(leaf);
+            }
+            if *ordered {
+                return None;
+            }
+            if !*tree {
+                return exact_only(leaf); // mutex: no closeness between elements
+            }
+            // tree closeness is above 0 exactly within the same top-level subtree
+            let root = |mut e: u32| {
+                while let Some(p) = set.elements[e as usize].parent {
+                    e = p;
+                }
+                e
+            };
+            let mut roots: Vec<u32> = wanted.iter().chain(isolated).map(|&e| root(e)).collect();
+            roots.sort_unstable();
+            roots.dedup();
+            let elements: Vec<u32> = (0..set.elements.len() as u32)
+                .filter(|&e| roots.contains(&root(e)))
+                .collect();
+            Some(element_union(post, &elements))
+        }
+        Matcher::Geo { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
+        Matcher::Geo { .. } => exact_only(leaf),
+        Matcher::Text(t) => Some(t.matched().clone()),
+        Matcher::Numeric { .. } => None,
+    }
+}
+
+fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitmap {
+    let keys: Vec<[u8; 4]> = elements.iter().map(|e| e.to_be_bytes()).collect();
+    post.union(keys.iter().map(|k| k.as_slice()))
+}
+
+/// A superset of the documents with a point within `distance` of one of `points`: the
+/// grid cells overlapping each point's bounding box on the sphere.
+fn within(
+    post: &DimPostings,
+    points: &[(f64, f64)],
+    distance: f64,
+    unit: Unit,
+) -> Option<RoaringBitmap> {
+    if distance.is_nan() || distance < 0.0 {
+        return None;
+    }
+    // angular radius, widened for rounding
+    let theta = (distance / unit.earth_radius()).to_degrees() * (1.0 + 1e-9) + 1e-9;
+    let mut out = RoaringBitmap::new();
+    for &(lat, lon) in points {
+        let (lat_lo, lat_hi) = (lat - theta, lat + theta);
+        if lat_lo <= -90.0 || lat_hi >= 90.0 || theta >= 90.0 {
+            return None;
+        }
+        // the widest longitude span of a spherical cap of radius theta around `lat`
+        let ratio = theta.to_radians().sin() / lat.to_radians().cos();
+        if ratio >= 1.0 {
+            return None;
+        }
+        let dlon = ratio.asin().to_degrees() * (1.0 + 1e-9) + 1e-9;
+        let (lon_lo, lon_hi) = (lon - dlon, lon + dlon);
+        if lon_lo < -180.0 || lon_hi > 180.0 {
+            return None; // crosses the antimeridian
+        }
+        let (r0, c0) = cell(lat_lo, lon_lo);
+        let (r1, c1) = cell(lat_hi, lon_hi);
+        let cells = (r1 - r0 + 1) as u64 * (c1 - c0 + 1) as u64;
+        if cells > MAX_CELLS {
+            return None;
+        }
+        for r in r0..=r1 {
+            // one row of cells is a contiguous key range
+            let lo = cell_key(r, c0);
+            let hi = cell_key(r, c1);
+            for (_, b) in post.map.range::<_, [u8]>((
+                Bound::Included(lo.as_slice()),
+                Bound::Included(hi.as_slice()),
+            )) {
+                out |= &**b;
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::{default_order, evaluate, reference_hits, Filter, Want};
+    use crate::{parse_query, IndexWriter, Snapshot};
+    use discern_dimensions::Dimensions;
+    use discern_model::{Record, Value};
+    use proptest::prelude::*;
+    use serde_json::{json, Value as J};
+    use std::sync::Arc;
+
+    const DIMS: &[u8] = b"<dimensions>
+      <dimension id='k' type='keyword'/>
+      <dimension id='t' type='tree'>
+        <element id='A'><element id='A1'/><element id='A2'/></element>
+        <element id='B'><element id='B1'/></element>
+      </dimension>
+      <dimension id='g' type='geoloc' latitude='lat' longitude='lon'/>
+      <dimension id='x' type='text' stopWords=''/>
+      <dimension id='n' type='integer'/>
+    </dimensions>";
+
+    type DocSpec = (
+        Vec<usize>,
+        Option<usize>,
+        Option<(f64, f64)>,
+        Vec<usize>,
+        Vec<i64>,
+    );
+
+    fn doc_spec() -> impl Strategy<Value = DocSpec> {
+        (
+            prop::collection::vec(0usize..4, 0..3),
+            prop::option::of(0usize..5),
+            prop::option::of((39.0f64..41.0, -76.0f64..-74.0)),
+            prop::collection::vec(0usize..5, 0..4),
+            prop::collection::vec(-50i64..50, 0..3),
+        )
+    }
+
+    fn criterion() -> impl Strategy<Value = J> {
+        let flags = (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            0usize..3,
+            any::<bool>(),
+        );
+        let body = prop_oneof![
+            prop::collection::vec(0usize..5, 1..3).prop_map(|v| {
+                let vs: Vec<&str> = v.iter().map(|i| ["a", "b", "c", "d", "e"][*i]).collect();
+                json!({"dimension": "k", "value": vs})
+            }),
+            Just(json!({"dimension": "k"})),
+            (0usize..5).prop_map(|i| {
+                let id = ["A", "A1", "A2", "B", "B1"][i];
+                json!({"dimension": "t", "id": id})
+            }),
+            (0.0f64..80.0, prop::option::of(0.0f64..100.0), prop::option::of(1.0f64..20.0)).prop_map(|(e, c, iso)| {
+                let mut o = json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0, "exactDistance": e});
+                if let Some(c) = c { o["cullDistance"] = json!(c); }
+                if let Some(s) = iso { o["isoRelevanceDistance"] = json!(s); }
+                o
+            }),
+            (-60i64..60, prop::option::of(1i64..30), prop::option::of(1.0f64..20.0)).prop_map(|(x, width, nd)| {
+                let mut o = match width {
+                    Some(w) => json!({"dimension": "n", "value": format!("[{x},{}]", x + w)}),
+                    None => json!({"dimension": "n", "value": x}),
+                };
+                if let Some(nd) = nd { o["normalDistance"] = json!(nd); }
+                o
+            }),
+            (prop::collection::vec(0usize..5, 1..3), any::<bool>()).prop_map(|(w, sw)| {
+                let words: Vec<&str> = w.iter().map(|i| ["red","green","blue","car","ca"][*i]).collect();
+                let mut o = json!({"dimension": "x", "value": words.join(" ")});
+                if sw { o["searchStyle"] = json!("startsWith"); }
+                o
+            }),
+        ];
+        (body, flags).prop_map(
+            |(mut o, (cull, exact_match, null_exact, fuzzy, null_rel))| {
+                o["cull"] = json!(cull);
+                o["exactMatch"] = json!(exact_match && !cull);
+                o["nullExactMatch"] = json!(null_exact);
+                let fuzzy = [0.0, 0.5, 1.0][fuzzy];
+                o["fuzzyRelevance"] = json!(fuzzy);
+                if null_rel {
+                    o["nullRelevance"] = json!(0.25);
+                }
+                o
+            },
+        )
+    }
+
+    fn snapshot(docs: &[DocSpec]) -> Snapshot {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        for (i, (kw, el, pt, words, nums)) in docs.iter().enumerate() {
+            let mut r = Vec::new();
+            for x in nums {
+                r.push(("n".to_string(), Value::Str(x.to_string())));
+            }
+            for k in kw {
+                r.push(("k".to_string(), Value::Str(["a", "b", "c", "d"][*k].into())));
+            }
+            if let Some(e) = el {
+                r.push((
+                    "t".to_string(),
+                    Value::Str(["A", "A1", "A2", "B", "B1"][*e].into()),
+                ));
+            }
+            if let Some((la, lo)) = pt {
+                r.push(("lat".to_string(), Value::Str(la.to_string())));
+                r.push(("lon".to_string(), Value::Str(lo.to_string())));
+            }
+            if !words.is_empty() {
+                let text: Vec<&str> = words
+                    .iter()
+                    .map(|w| ["red", "green", "blue", "car", "cart"][*w])
+                    .collect();
+                r.push(("x".to_string(), Value::Str(text.join(" "))));
+            }
+            b.upsert(&format!("i{i:03}"), &Record(r));
+        }
+        // a later apply removes some and changes others: postings must follow
+        let mut snap = b.commit();
+        let mut b = w.begin(&snap);
+        for i in (0..docs.len()).step_by(7) {
+            b.delete(&format!("i{i:03}"));
+        }
+        snap = b.commit();
+        snap
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Narrowing by postings and keeping only the top never changes a result: the
+        /// hits equal a full scan's, in the same order, with the same counts.
+        #[test]
+        fn pruned_equals_full_scan(
+            docs in prop::collection::vec(doc_spec(), 1..60),
+            criteria in prop::collection::vec(criterion(), 1..4),
+            exact_only in any::<bool>(),
+            k in 0usize..12,
+        ) {
+            let snap = snapshot(&docs);
+            let body = json!({"criteria": criteria, "exactMatchesOnly": exact_only});
+            let filter = Filter { items: None, not_items: None, exact_only };
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let mut want = reference_hits(&snap, &mut q.criteria, &filter);
+            want.sort_by(default_order);
+            let key = |h: &crate::Hit| (h.doc, h.exact, (h.r * 1e9).round() as i64);
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let got = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
+            prop_assert_eq!(got.hits.iter().map(key).collect::<Vec<_>>(), want.iter().map(key).collect::<Vec<_>>());
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let top = evaluate(&snap, &mut q.criteria, &filter, Want::Top(k));
+            prop_assert_eq!(top.total, want.len());
+            prop_assert_eq!(top.exact_count, want.iter().filter(|h| h.exact).count());
+            prop_assert_eq!(top.hits.iter().map(key).collect::<Vec<_>>(), want.iter().take(k).map(key).collect::<Vec<_>>());
+        }
+    }
+}

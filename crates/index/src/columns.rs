@@ -1,0 +1,153 @@
+//! Typed columns per chunk: the numeric and geoloc values of a chunk's 1,024 documents
+//! as flat arrays, built on first use and dropped with the chunk when an apply copies
+//! it. A whole-collection scan reads these instead of following every document's
+//! pointers; documents with several values in a dimension are marked and read from
+//! their row. The rules themselves stay in `criteria.rs`.
+
+use std::sync::Arc;
+
+use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
+
+use crate::Doc;
+
+pub(crate) enum Col {
+    /// NaN: no value.
+    Num {
+        v: Box<[f64]>,
+        multi: Box<[u64]>,
+        /// Smallest and largest value of any document (NaN when none).
+        lo: f64,
+        hi: f64,
+    },
+    /// NaN latitude: no value.
+    Geo {
+        lat: Box<[f64]>,
+        lon: Box<[f64]>,
+        multi: Box<[u64]>,
+    },
+}
+
+/// One document's value as a column gives it.
+#[derive(Clone, Copy)]
+pub(crate) enum ColValue {
+    Num(Option<f64>),
+    Point(Option<(f64, f64)>),
+}
+
+pub(crate) struct ChunkCols {
+    dims: Vec<Option<Col>>,
+}
+
+fn bit(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] >> (i % 64) & 1 == 1
+}
+
+impl ChunkCols {
+    pub(crate) fn build(dims: &Dimensions, docs: &[Option<Arc<Doc>>]) -> ChunkCols {
+        let n = docs.len();
+        let words = n.div_ceil(64);
+        fn value(d: &Option<Arc<Doc>>, di: usize) -> Option<&IndexedValue> {
+            d.as_ref()?.values.get(di)?.as_ref()
+        }
+        let cols = dims
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(di, dim)| match dim.kind {
+                DimensionKind::Numeric(_) => {
+                    let mut v = vec![f64::NAN; n];
+                    let mut multi = vec![0u64; words];
+                    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                    for (i, d) in docs.iter().enumerate() {
+                        let mut seen = 0;
+                        let mut visit = |x: f64| {
+                            lo = lo.min(x);
+                            hi = hi.max(x);
+                            v[i] = x;
+                            seen += 1;
+                        };
+                        let present = match value(d, di) {
+                            Some(IndexedValue::Ints(xs)) => {
+                                xs.iter().for_each(|x| visit(*x as f64));
+                                true
+                            }
+                            Some(IndexedValue::Doubles(xs)) => {
+                                xs.iter().for_each(|x| visit(*x));
+                                true
+                            }
+                            Some(_) => true,
+                            None => false,
+                        };
+                        // anything but exactly one number is read from the row
+                        if present && (seen != 1 || v[i].is_nan()) {
+                            v[i] = f64::NAN;
+                            multi[i / 64] |= 1 << (i % 64);
+                        }
+                    }
+                    if lo > hi {
+                        (lo, hi) = (f64::NAN, f64::NAN);
+                    }
+                    Some(Col::Num {
+                        v: v.into(),
+                        multi: multi.into(),
+                        lo,
+                        hi,
+                    })
+                }
+                DimensionKind::Geo(_) => {
+                    let mut lat = vec![f64::NAN; n];
+                    let mut lon = vec![f64::NAN; n];
+                    let mut multi = vec![0u64; words];
+                    for (i, d) in docs.iter().enumerate() {
+                        match value(d, di) {
+                            Some(IndexedValue::Points(ps))
+                                if ps.len() == 1 && !ps[0].0.is_nan() =>
+                            {
+                                (lat[i], lon[i]) = ps[0];
+                            }
+                            Some(_) => multi[i / 64] |= 1 << (i % 64),
+                            None => {}
+                        }
+                    }
+                    Some(Col::Geo {
+                        lat: lat.into(),
+                        lon: lon.into(),
+                        multi: multi.into(),
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        ChunkCols { dims: cols }
+    }
+
+    /// Document `i`'s value in dimension `dim`; `None` when it must be read from the row
+    /// (no column for the dimension, or several values).
+    #[inline]
+    pub(crate) fn get(&self, dim: usize, i: usize) -> Option<ColValue> {
+        match self.dims.get(dim)?.as_ref()? {
+            Col::Num { v, multi, .. } => {
+                if bit(multi, i) {
+                    return None;
+                }
+                let x = v[i];
+                Some(ColValue::Num((!x.is_nan()).then_some(x)))
+            }
+            Col::Geo { lat, lon, multi } => {
+                if bit(multi, i) {
+                    return None;
+                }
+                let la = lat[i];
+                Some(ColValue::Point((!la.is_nan()).then_some((la, lon[i]))))
+            }
+        }
+    }
+
+    /// The smallest and largest value in a numeric dimension, if any.
+    pub(crate) fn span(&self, dim: usize) -> Option<(f64, f64)> {
+        match self.dims.get(dim)?.as_ref()? {
+            Col::Num { lo, hi, .. } if !lo.is_nan() => Some((*lo, *hi)),
+            _ => None,
+        }
+    }
+}
