@@ -445,7 +445,7 @@ pub(crate) fn reference_hits(
             let Some((exact, r)) = item_outcome(criteria, &item, &ctx) else {
                 continue;
             };
-            if (exact || r > 0.0) && (!filter.exact_only || exact) {
+            if exact || (r > 0.0 && !filter.exact_only) {
                 hits.push(Hit {
                     doc: n,
                     id: doc.id.clone(),
