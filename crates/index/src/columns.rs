@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 
+use crate::geo::GeoPoint;
 use crate::Doc;
 
 pub(crate) enum Col {
@@ -22,7 +23,7 @@ pub(crate) enum Col {
     /// NaN latitude: no value.
     Geo {
         lat: Box<[f64]>,
-        lon: Box<[f64]>,
+        pts: Box<[GeoPoint]>,
         multi: Box<[u64]>,
     },
 }
@@ -31,7 +32,8 @@ pub(crate) enum Col {
 #[derive(Clone, Copy)]
 pub(crate) enum ColValue {
     Num(Option<f64>),
-    Point(Option<(f64, f64)>),
+    /// (latitude, the point)
+    Point(Option<(f64, GeoPoint)>),
 }
 
 pub(crate) struct ChunkCols {
@@ -96,14 +98,15 @@ impl ChunkCols {
                 }
                 DimensionKind::Geo(_) => {
                     let mut lat = vec![f64::NAN; n];
-                    let mut lon = vec![f64::NAN; n];
+                    let mut pts = vec![GeoPoint::new(0.0, 0.0); n];
                     let mut multi = vec![0u64; words];
                     for (i, d) in docs.iter().enumerate() {
                         match value(d, di) {
                             Some(IndexedValue::Points(ps))
                                 if ps.len() == 1 && !ps[0].0.is_nan() =>
                             {
-                                (lat[i], lon[i]) = ps[0];
+                                lat[i] = ps[0].0;
+                                pts[i] = GeoPoint::new(ps[0].0, ps[0].1);
                             }
                             Some(_) => multi[i / 64] |= 1 << (i % 64),
                             None => {}
@@ -111,7 +114,7 @@ impl ChunkCols {
                     }
                     Some(Col::Geo {
                         lat: lat.into(),
-                        lon: lon.into(),
+                        pts: pts.into(),
                         multi: multi.into(),
                     })
                 }
@@ -133,12 +136,12 @@ impl ChunkCols {
                 let x = v[i];
                 Some(ColValue::Num((!x.is_nan()).then_some(x)))
             }
-            Col::Geo { lat, lon, multi } => {
+            Col::Geo { lat, pts, multi } => {
                 if bit(multi, i) {
                     return None;
                 }
                 let la = lat[i];
-                Some(ColValue::Point((!la.is_nan()).then_some((la, lon[i]))))
+                Some(ColValue::Point((!la.is_nan()).then_some((la, pts[i]))))
             }
         }
     }

@@ -8,10 +8,11 @@ use discern_dimensions::{
     DimensionKind, Dimensions, ElementSet, IndexedValue, Interval, NumericSpec,
 };
 use discern_model::Result;
+use roaring::RoaringBitmap;
 use serde_json::{Map, Value as J};
 
 use crate::columns::{ChunkCols, ColValue};
-use crate::geo::{GeoRef, Unit};
+use crate::geo::{GeoPoint, GeoRef, Unit};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::text::TextMatcher;
 
@@ -46,6 +47,8 @@ pub enum Matcher {
     Keyword {
         values: HashSet<String>,
         not: HashSet<String>,
+        /// The documents holding a value, and a not-value (from the postings, per query).
+        docs: Option<(RoaringBitmap, RoaringBitmap)>,
     },
     Elements {
         set: Arc<ElementSet>,
@@ -54,6 +57,8 @@ pub enum Matcher {
         wanted: Vec<u32>,
         isolated: Vec<u32>,
         not: Vec<u32>,
+        /// Per element of the set, what an item tagged with it gets (from the fields above).
+        table: Vec<ElementRule>,
     },
     Numeric {
         set: Option<Interval>,
@@ -61,6 +66,8 @@ pub enum Matcher {
     },
     Geo {
         reference: GeoRef,
+        /// The reference's points, precomputed for distances.
+        pre: Vec<GeoPoint>,
         exact: f64,
         cull: Option<f64>,
         normal: f64,
@@ -68,6 +75,54 @@ pub enum Matcher {
         unit: Unit,
     },
     Text(Box<TextMatcher>),
+}
+
+/// What tagging an item with one element means for an elements criterion.
+#[derive(Clone, Copy, Default)]
+pub struct ElementRule {
+    /// Under (or equal to) a `notId`/`notValue` element.
+    excluded: bool,
+    /// Under a wanted element, or one of the isolated ones.
+    exact: bool,
+    /// The best closeness to any wanted or isolated element.
+    best: f64,
+}
+
+fn element_rules(
+    set: &ElementSet,
+    tree: bool,
+    ordered: bool,
+    wanted: &[u32],
+    isolated: &[u32],
+    not: &[u32],
+) -> Vec<ElementRule> {
+    let hit = |w: u32, b: u32| {
+        if tree {
+            set.is_ancestor_or_self(w, b)
+        } else {
+            w == b
+        }
+    };
+    (0..set.elements.len() as u32)
+        .map(|b| {
+            let mut best: f64 = 0.0;
+            for &a in wanted.iter().chain(isolated) {
+                let c = if tree {
+                    tree_closeness(set, a, b)
+                } else if ordered {
+                    ordered_closeness(a, b, set.elements.len())
+                } else {
+                    0.0
+                };
+                best = best.max(c);
+            }
+            ElementRule {
+                excluded: not.iter().any(|&n| hit(n, b)),
+                exact: wanted.iter().any(|&w| hit(w, b)) || isolated.contains(&b),
+                best,
+            }
+        })
+        .collect()
 }
 
 /// Outcome of one criterion for one item.
@@ -239,7 +294,11 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             if values.is_empty() && not.is_empty() {
                 Matcher::Has
             } else {
-                Matcher::Keyword { values, not }
+                Matcher::Keyword {
+                    values,
+                    not,
+                    docs: None,
+                }
             }
         }
         DimensionKind::Tree(set) | DimensionKind::Ordered(set) | DimensionKind::Mutex(set) => {
@@ -273,10 +332,12 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             if !asked {
                 Matcher::Has
             } else {
+                let ordered = matches!(dim.kind, DimensionKind::Ordered(_));
                 Matcher::Elements {
+                    table: element_rules(set, tree, ordered, &wanted, &isolated, &not),
                     set: set.clone(),
                     tree,
-                    ordered: matches!(dim.kind, DimensionKind::Ordered(_)),
+                    ordered,
                     wanted,
                     isolated,
                     not,
@@ -302,6 +363,7 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             }
             let iso = num("isoRelevanceDistance")?.filter(|x| *x > 0.0);
             Matcher::Geo {
+                pre: reference.geo_points(),
                 reference,
                 exact,
                 cull: num("cullDistance")?,
@@ -460,11 +522,14 @@ impl Leaf {
                 (e, r, false)
             }
             (
-                ColValue::Point(Some((la, lo))),
+                ColValue::Point(Some((lat, p))),
                 Matcher::Geo {
-                    reference, unit, ..
+                    reference,
+                    pre,
+                    unit,
+                    ..
                 },
-            ) => self.geo_rule(reference.distance(la, lo, *unit)),
+            ) => self.geo_rule(reference.distance_pre(&p, lat, pre, *unit)),
             _ => (false, 0.0, false),
         };
         Outcome { exact, r, culled }
@@ -505,7 +570,24 @@ impl Leaf {
         let excluded = |r: f64| (false, r);
         match (&self.matcher, value) {
             (Matcher::Has, _) => (true, self.exact_rel),
-            (Matcher::Keyword { values, not }, IndexedValue::Strings(item)) => {
+            (
+                Matcher::Keyword {
+                    values,
+                    docs: Some((holding, excluding)),
+                    ..
+                },
+                IndexedValue::Strings(_),
+            ) => {
+                if excluding.contains(doc) {
+                    return excluded(0.0);
+                }
+                if values.is_empty() || holding.contains(doc) {
+                    (true, self.exact_rel)
+                } else {
+                    (false, 0.0)
+                }
+            }
+            (Matcher::Keyword { values, not, .. }, IndexedValue::Strings(item)) => {
                 if item.iter().any(|v| not.contains(v)) {
                     return excluded(0.0);
                 }
@@ -517,47 +599,24 @@ impl Leaf {
             }
             (
                 Matcher::Elements {
-                    set,
-                    tree,
-                    ordered,
                     wanted,
                     isolated,
-                    not,
+                    table,
+                    ..
                 },
                 IndexedValue::Elements(item),
             ) => {
-                let hit = |w: u32, b: u32| {
-                    if *tree {
-                        set.is_ancestor_or_self(w, b)
-                    } else {
-                        w == b
-                    }
-                };
-                if item.iter().any(|&b| not.iter().any(|&n| hit(n, b))) {
+                let rule = |b: u32| table.get(b as usize).copied().unwrap_or_default();
+                if item.iter().any(|&b| rule(b).excluded) {
                     return excluded(0.0);
                 }
                 if wanted.is_empty() && isolated.is_empty() {
                     return (true, self.exact_rel);
                 }
-                let exact = item
-                    .iter()
-                    .any(|&b| wanted.iter().any(|&w| hit(w, b)) || isolated.contains(&b));
-                if exact {
+                if item.iter().any(|&b| rule(b).exact) {
                     return (true, self.exact_rel);
                 }
-                let mut best: f64 = 0.0;
-                for &a in wanted.iter().chain(isolated.iter()) {
-                    for &b in item {
-                        let c = if *tree {
-                            tree_closeness(set, a, b)
-                        } else if *ordered {
-                            ordered_closeness(a, b, set.elements.len())
-                        } else {
-                            0.0
-                        };
-                        best = best.max(c);
-                    }
-                }
+                let best = item.iter().map(|&b| rule(b).best).fold(0.0, f64::max);
                 (false, self.fuzzy_rel * best)
             }
             (Matcher::Numeric { set, scale }, v) => match v {

@@ -186,6 +186,14 @@ fn prepare(criteria: &mut [Criterion], snap: &Snapshot, scales: &mut Vec<f64>) {
             Node::Group { children, .. } => prepare(children, snap, scales),
             Node::Leaf(leaf) => match (&mut leaf.matcher, leaf.dim) {
                 (Matcher::Text(t), Some(d)) => t.prepare(snap, d),
+                (Matcher::Keyword { values, not, docs }, Some(d)) => {
+                    if let Some(post) = snap.postings(d) {
+                        *docs = Some((
+                            post.union(values.iter().map(|v| v.as_bytes())),
+                            post.union(not.iter().map(|v| v.as_bytes())),
+                        ));
+                    }
+                }
                 (Matcher::Numeric { scale, .. }, Some(d)) if *scale <= 0.0 && scales[d] == 0.0 => {
                     scales[d] = default_scale(snap, d);
                 }
