@@ -176,6 +176,10 @@ impl Engine {
                 })
                 .collect();
             let mut b = writer.begin_untracked(&snap);
+            if !publish_partial {
+                // counted once at the end: far cheaper than per batch
+                b.skip_postings();
+            }
             for (id, r) in extracted {
                 let (values, errors) = r?;
                 b.upsert_values(&id, values, errors);
@@ -186,7 +190,11 @@ impl Engine {
             }
             Ok(())
         })?;
-        let snap = snap.with_built_terms();
+        let snap = if publish_partial {
+            snap.with_built_terms()
+        } else {
+            snap.with_built_postings().with_built_terms()
+        };
         tracing::info!(
             items = snap.len(),
             ms = started.elapsed().as_millis() as u64,

@@ -97,6 +97,25 @@ impl Snapshot {
         self.terms.get(di)?.as_deref()
     }
 
+    /// This snapshot with postings counted from its documents (after a `Builder` that
+    /// skipped them, see `Builder::skip_postings`).
+    pub fn with_built_postings(mut self) -> Snapshot {
+        let docs: Vec<(u32, &[Option<IndexedValue>])> =
+            self.chunks
+                .iter()
+                .enumerate()
+                .flat_map(|(c, chunk)| {
+                    chunk.docs.iter().enumerate().filter_map(move |(i, d)| {
+                        Some(((c * CHUNK + i) as u32, &*d.as_ref()?.values))
+                    })
+                })
+                .collect();
+        let (postings, live) = postings::build(&self.dims, &docs);
+        self.postings = postings;
+        self.live_docs = Arc::new(live);
+        self
+    }
+
     /// This snapshot with dictionaries counted from its documents.
     pub fn with_built_terms(mut self) -> Snapshot {
         self.terms = terms::build_dicts(&self);
@@ -286,6 +305,8 @@ pub struct Builder<'w> {
     postings: Postings,
     live_docs: Arc<RoaringBitmap>,
     postings_delta: PostingsDelta,
+    /// Off for a bulk rebuild that counts postings once at the end.
+    track_postings: bool,
     cleared: bool,
 }
 
@@ -323,6 +344,7 @@ impl IndexWriter {
             postings: base.postings.clone(),
             live_docs: base.live_docs.clone(),
             postings_delta: PostingsDelta::new(&base.dims),
+            track_postings: true,
             cleared: false,
         }
     }
@@ -335,6 +357,12 @@ impl Default for IndexWriter {
 }
 
 impl Builder<'_> {
+    /// Stops keeping the postings current: the committed snapshot's postings are stale
+    /// until `Snapshot::with_built_postings`, which must run before it answers queries.
+    pub fn skip_postings(&mut self) {
+        self.track_postings = false;
+    }
+
     fn slot(&mut self, doc: u32) -> &mut Option<Arc<Doc>> {
         let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
         while self.chunks.len() <= c {
@@ -381,8 +409,10 @@ impl Builder<'_> {
         };
         let new = Arc::new(Doc { id: key, values });
         let old = self.slot(doc).replace(new.clone());
-        self.postings_delta
-            .change(doc, old.as_deref().map(|o| &*o.values), Some(&new.values));
+        if self.track_postings {
+            self.postings_delta
+                .change(doc, old.as_deref().map(|o| &*o.values), Some(&new.values));
+        }
         self.track_terms(old.as_deref(), Some(&new));
     }
 
@@ -405,8 +435,10 @@ impl Builder<'_> {
     pub fn delete(&mut self, id: &str) {
         if let Some((key, doc)) = self.writer.by_id.remove_entry(id) {
             let old = self.slot(doc).take();
-            self.postings_delta
-                .change(doc, old.as_deref().map(|o| &*o.values), None);
+            if self.track_postings {
+                self.postings_delta
+                    .change(doc, old.as_deref().map(|o| &*o.values), None);
+            }
             self.track_terms(old.as_deref(), None);
             self.writer.free.push(doc);
             self.live -= 1;

@@ -145,6 +145,79 @@ fn keys(value: &IndexedValue, arena: &mut Vec<u8>, ends: &mut Vec<usize>) {
     }
 }
 
+/// Postings counted from scratch from `docs` (doc number, values), in ascending doc
+/// order; dimensions in parallel.
+pub(crate) fn build(
+    dims: &Dimensions,
+    docs: &[(u32, &[Option<IndexedValue>])],
+) -> (Postings, RoaringBitmap) {
+    let per_dim: Vec<Option<Arc<DimPostings>>> = dims
+        .dims
+        .par_iter()
+        .enumerate()
+        .map(|(di, d)| {
+            if !has_postings(&d.kind) {
+                return None;
+            }
+            let mut map: HashMap<Vec<u8>, RoaringBitmap> = HashMap::new();
+            let mut has = RoaringBitmap::new();
+            let mut stats: Vec<(u64, u64)> = match &d.kind {
+                DimensionKind::Text(t) => vec![(0, 0); t.fields.len()],
+                _ => Vec::new(),
+            };
+            let (mut arena, mut ends) = (Vec::new(), Vec::new());
+            for &(n, values) in docs {
+                let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
+                    continue;
+                };
+                has.insert(n);
+                if let IndexedValue::Text(fields) = v {
+                    if stats.len() < fields.len() {
+                        stats.resize(fields.len(), (0, 0));
+                    }
+                    for (fi, toks) in fields.iter().enumerate() {
+                        if !toks.is_empty() {
+                            stats[fi].0 += toks.len() as u64;
+                            stats[fi].1 += 1;
+                        }
+                    }
+                }
+                arena.clear();
+                ends.clear();
+                keys(v, &mut arena, &mut ends);
+                let mut start = 0;
+                for &end in &ends {
+                    let k = &arena[start..end];
+                    match map.get_mut(k) {
+                        Some(b) => {
+                            b.insert(n);
+                        }
+                        None => {
+                            map.insert(
+                                k.to_vec(),
+                                RoaringBitmap::from_sorted_iter([n]).unwrap_or_default(),
+                            );
+                        }
+                    }
+                    start = end;
+                }
+            }
+            let mut entries: Vec<(Vec<u8>, RoaringBitmap)> = map.into_iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            Some(Arc::new(DimPostings {
+                map: entries
+                    .into_iter()
+                    .map(|(k, b)| (k.into_boxed_slice(), Arc::new(b)))
+                    .collect(),
+                has: Arc::new(has),
+                field_stats: stats,
+            }))
+        })
+        .collect();
+    let live: RoaringBitmap = docs.iter().map(|(n, _)| *n).collect();
+    (Arc::new(per_dim), live)
+}
+
 /// A set's pending change: `add` and `remove` are disjoint.
 #[derive(Default)]
 struct Delta {
@@ -398,6 +471,18 @@ mod tests {
             prop_assert_eq!(&*p.has, &has);
             let all: RoaringBitmap = docs.keys().copied().collect();
             prop_assert_eq!(&*live, &all);
+            // counting from scratch gives the same postings
+            let mut sorted: Vec<(u32, &[Option<IndexedValue>])> =
+                docs.iter().map(|(d, v)| (*d, v.as_slice())).collect();
+            sorted.sort_by_key(|x| x.0);
+            let (built, built_live) = build(&d, &sorted);
+            let b = built[0].as_ref().unwrap();
+            prop_assert_eq!(&built_live, &*live);
+            prop_assert_eq!(&*b.has, &*p.has);
+            let keys_of = |m: &DimPostings| -> Vec<(Vec<u8>, RoaringBitmap)> {
+                m.map.iter().map(|(k, v)| (k.to_vec(), (**v).clone())).collect()
+            };
+            prop_assert_eq!(keys_of(b), keys_of(p));
         }
     }
 }
