@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use discern_dimensions::{to_json, IndexedValue};
 use discern_index::{
     compute_drill_down, compute_facets, criteria_dims, evaluate, parse_query, sort_hits,
-    text_terms, Explain, Filter, Hit, Snapshot, Want,
+    text_terms, Explain, Filter, Hit, Matched, Snapshot, Want,
 };
 use discern_model::{Error, Record, RecordWithId, Result};
 use serde_json::{json, Map, Value as J};
@@ -56,17 +56,21 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         exact_only: q.exact_only,
     };
     let started = std::time::Instant::now();
-    // Only the page is needed unless facets, groups or a sortBy look at every result.
-    let want = if q.sort.is_empty()
-        && q.group_by.is_none()
-        && q.facets.is_empty()
-        && q.drill_down.is_none()
-    {
-        Want::Top(q.start.saturating_add(q.page_size))
-    } else {
-        Want::Sorted
+    // Only the page is needed unless groups or a sortBy order every result; facets and
+    // drillDown need every result's doc number, not its place.
+    let counts = !q.facets.is_empty() || q.drill_down.is_some();
+    let page_end = q.start.saturating_add(q.page_size);
+    let want = match (q.sort.is_empty() && q.group_by.is_none(), counts) {
+        (true, false) => Want::Top(page_end),
+        (true, true) => Want::TopAndMatched(page_end),
+        (false, _) => Want::Sorted,
     };
     let mut results = evaluate(&snap, &mut q.criteria, &filter, want);
+    let matched = match results.matched.take() {
+        Some(m) => m,
+        None if counts => Matched::of_hits(&results.hits),
+        None => Matched::default(),
+    };
     sort_hits(&snap, &mut results.hits, &q.sort);
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let mut dims = Vec::new();
@@ -285,10 +289,10 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         out.insert("renderParameters".into(), J::String(qs));
     }
     if !q.facets.is_empty() {
-        out.insert("facets".into(), compute_facets(&snap, hits, &q.facets));
+        out.insert("facets".into(), compute_facets(&snap, &matched, &q.facets));
     }
     if let Some(dd) = &q.drill_down {
-        out.insert("drillDown".into(), compute_drill_down(&snap, hits, dd));
+        out.insert("drillDown".into(), compute_drill_down(&snap, &matched, dd));
     }
     out.insert("isGrouped".into(), J::Bool(q.group_by.is_some()));
     if let Some(g) = &q.group_by {

@@ -1,5 +1,5 @@
-//! Typed columns per chunk: the numeric and geoloc values of a chunk's 1,024 documents
-//! as flat arrays, built on first use and dropped with the chunk when an apply copies
+//! Typed columns per chunk: the numeric, geoloc and single element values of a chunk's
+//! 1,024 documents as flat arrays (and for other dimensions which documents have a value), built on first use and dropped with the chunk when an apply copies
 //! it. A whole-collection scan reads these instead of following every document's
 //! pointers; documents with several values in a dimension are marked and read from
 //! their row. The rules themselves stay in `criteria.rs`.
@@ -26,7 +26,15 @@ pub(crate) enum Col {
         pts: Box<[GeoPoint]>,
         multi: Box<[u64]>,
     },
+    /// Tree, ordered and mutex dimensions: the one element of a document (`NO_ELEMENT`:
+    /// none).
+    Elem { e: Box<[u32]>, multi: Box<[u64]> },
+    /// Keyword, groupBy and text dimensions: which documents have a value (the rules for
+    /// these read the value itself from postings bitmaps, not from the row).
+    Present { bits: Box<[u64]> },
 }
+
+const NO_ELEMENT: u32 = u32::MAX;
 
 /// One document's value as a column gives it.
 #[derive(Clone, Copy)]
@@ -34,6 +42,8 @@ pub(crate) enum ColValue {
     Num(Option<f64>),
     /// (latitude, the point)
     Point(Option<(f64, GeoPoint)>),
+    Elem(Option<u32>),
+    Present(bool),
 }
 
 pub(crate) struct ChunkCols {
@@ -118,7 +128,30 @@ impl ChunkCols {
                         multi: multi.into(),
                     })
                 }
-                _ => None,
+                DimensionKind::Tree(_) | DimensionKind::Ordered(_) | DimensionKind::Mutex(_) => {
+                    let mut e = vec![NO_ELEMENT; n];
+                    let mut multi = vec![0u64; words];
+                    for (i, d) in docs.iter().enumerate() {
+                        match value(d, di) {
+                            Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
+                            Some(_) => multi[i / 64] |= 1 << (i % 64),
+                            None => {}
+                        }
+                    }
+                    Some(Col::Elem {
+                        e: e.into(),
+                        multi: multi.into(),
+                    })
+                }
+                DimensionKind::Keyword | DimensionKind::GroupBy | DimensionKind::Text(_) => {
+                    let mut bits = vec![0u64; words];
+                    for (i, d) in docs.iter().enumerate() {
+                        if value(d, di).is_some() {
+                            bits[i / 64] |= 1 << (i % 64);
+                        }
+                    }
+                    Some(Col::Present { bits: bits.into() })
+                }
             })
             .collect();
         ChunkCols { dims: cols }
@@ -143,6 +176,14 @@ impl ChunkCols {
                 let la = lat[i];
                 Some(ColValue::Point((!la.is_nan()).then_some((la, pts[i]))))
             }
+            Col::Elem { e, multi } => {
+                if bit(multi, i) {
+                    return None;
+                }
+                let x = e[i];
+                Some(ColValue::Elem((x != NO_ELEMENT).then_some(x)))
+            }
+            Col::Present { bits } => Some(ColValue::Present(bit(bits, i))),
         }
     }
 

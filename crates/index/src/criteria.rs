@@ -505,17 +505,24 @@ impl Leaf {
             };
         };
         if let Some(cv) = item.cols.and_then(|(cols, i)| cols.get(dim, i)) {
-            return self.eval_column(cv, ctx);
+            if let Some(out) = self.eval_column(cv, item.n, ctx) {
+                return out;
+            }
         }
         let value = item.doc.values.get(dim).and_then(|v| v.as_ref());
         self.eval_row(value, item.n, ctx)
     }
 
-    fn eval_column(&self, cv: ColValue, ctx: &EvalCtx) -> Outcome {
+    /// The rules from a column's value; `None` when this rule needs the row.
+    fn eval_column(&self, cv: ColValue, doc: u32, ctx: &EvalCtx) -> Option<Outcome> {
         let (exact, r, culled) = match (cv, &self.matcher) {
-            (ColValue::Num(None) | ColValue::Point(None), _) => {
-                (self.null_exact, self.null_rel, false)
-            }
+            (
+                ColValue::Num(None)
+                | ColValue::Point(None)
+                | ColValue::Elem(None)
+                | ColValue::Present(false),
+                _,
+            ) => (self.null_exact, self.null_rel, false),
             (_, Matcher::Has) => (true, self.exact_rel, false),
             (ColValue::Num(Some(x)), Matcher::Numeric { set, scale }) => {
                 let (e, r) = self.numeric_rule(set, *scale, ctx, std::iter::once(x));
@@ -530,9 +537,30 @@ impl Leaf {
                     ..
                 },
             ) => self.geo_rule(reference.distance_pre(&p, lat, pre, *unit)),
+            (ColValue::Elem(Some(b)), Matcher::Elements { .. }) => {
+                let (e, r) = self.elements_rule(std::slice::from_ref(&b));
+                (e, r, false)
+            }
+            (
+                ColValue::Present(true),
+                Matcher::Keyword {
+                    values,
+                    docs: Some((holding, excluding)),
+                    ..
+                },
+            ) => {
+                let (e, r) =
+                    keyword_rule(self.exact_rel, values.is_empty(), holding, excluding, doc);
+                (e, r, false)
+            }
+            (ColValue::Present(true), Matcher::Text(t)) => {
+                let (e, r) = t.eval(doc, self.exact_rel, self.fuzzy_rel);
+                (e, r, false)
+            }
+            (ColValue::Present(true), Matcher::Keyword { docs: None, .. }) => return None,
             _ => (false, 0.0, false),
         };
-        Outcome { exact, r, culled }
+        Some(Outcome { exact, r, culled })
     }
 
     /// The rules from an item's row value (`doc`: its doc number, for text).
@@ -577,16 +605,7 @@ impl Leaf {
                     ..
                 },
                 IndexedValue::Strings(_),
-            ) => {
-                if excluding.contains(doc) {
-                    return excluded(0.0);
-                }
-                if values.is_empty() || holding.contains(doc) {
-                    (true, self.exact_rel)
-                } else {
-                    (false, 0.0)
-                }
-            }
+            ) => keyword_rule(self.exact_rel, values.is_empty(), holding, excluding, doc),
             (Matcher::Keyword { values, not, .. }, IndexedValue::Strings(item)) => {
                 if item.iter().any(|v| not.contains(v)) {
                     return excluded(0.0);
@@ -597,28 +616,7 @@ impl Leaf {
                     (false, 0.0)
                 }
             }
-            (
-                Matcher::Elements {
-                    wanted,
-                    isolated,
-                    table,
-                    ..
-                },
-                IndexedValue::Elements(item),
-            ) => {
-                let rule = |b: u32| table.get(b as usize).copied().unwrap_or_default();
-                if item.iter().any(|&b| rule(b).excluded) {
-                    return excluded(0.0);
-                }
-                if wanted.is_empty() && isolated.is_empty() {
-                    return (true, self.exact_rel);
-                }
-                if item.iter().any(|&b| rule(b).exact) {
-                    return (true, self.exact_rel);
-                }
-                let best = item.iter().map(|&b| rule(b).best).fold(0.0, f64::max);
-                (false, self.fuzzy_rel * best)
-            }
+            (Matcher::Elements { .. }, IndexedValue::Elements(item)) => self.elements_rule(item),
             (Matcher::Numeric { set, scale }, v) => match v {
                 IndexedValue::Ints(xs) => {
                     self.numeric_rule(set, *scale, ctx, xs.iter().map(|x| *x as f64))
@@ -633,6 +631,31 @@ impl Leaf {
             }
             _ => (false, 0.0),
         }
+    }
+
+    /// Tree, ordered, mutex: an item tagged with `item`'s elements.
+    fn elements_rule(&self, item: &[u32]) -> (bool, f64) {
+        let Matcher::Elements {
+            wanted,
+            isolated,
+            table,
+            ..
+        } = &self.matcher
+        else {
+            return (false, 0.0);
+        };
+        let rule = |b: u32| table.get(b as usize).copied().unwrap_or_default();
+        if item.iter().any(|&b| rule(b).excluded) {
+            return (false, 0.0);
+        }
+        if wanted.is_empty() && isolated.is_empty() {
+            return (true, self.exact_rel);
+        }
+        if item.iter().any(|&b| rule(b).exact) {
+            return (true, self.exact_rel);
+        }
+        let best = item.iter().map(|&b| rule(b).best).fold(0.0, f64::max);
+        (false, self.fuzzy_rel * best)
     }
 
     /// Numeric: exact when a value is in the set, else closeness of the nearest value.
@@ -759,6 +782,24 @@ impl Criterion {
             out.culled = true;
         }
         out
+    }
+}
+
+/// Keyword with its postings: excluded by a not-value, exact by a wanted value (or any
+/// value when none is named), else 0.
+fn keyword_rule(
+    exact_rel: f64,
+    any_value: bool,
+    holding: &RoaringBitmap,
+    excluding: &RoaringBitmap,
+    doc: u32,
+) -> (bool, f64) {
+    if excluding.contains(doc) {
+        (false, 0.0)
+    } else if any_value || holding.contains(doc) {
+        (true, exact_rel)
+    } else {
+        (false, 0.0)
     }
 }
 

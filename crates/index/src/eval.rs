@@ -18,6 +18,29 @@ pub struct Hit {
     pub id: Arc<str>,
     pub exact: bool,
     pub r: f64,
+    /// The id's first bytes (`id_key`): most id comparisons stop here.
+    pub id_key: u64,
+}
+
+impl Hit {
+    fn new(n: u32, doc: &crate::Doc, exact: bool, r: f64) -> Hit {
+        Hit {
+            doc: n,
+            id: doc.id.clone(),
+            exact,
+            r,
+            id_key: doc.id_key,
+        }
+    }
+}
+
+/// The first 8 bytes of an id, zero-padded, big-endian: ordered as the ids are up to
+/// those bytes, so equal keys alone need the whole ids compared.
+pub(crate) fn id_key(id: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = id.len().min(8);
+    b[..n].copy_from_slice(&id.as_bytes()[..n]);
+    u64::from_be_bytes(b)
 }
 
 pub struct Results {
@@ -26,7 +49,55 @@ pub struct Results {
     /// Number of results, and of exact ones (also when `hits` holds only the top).
     pub total: usize,
     pub exact_count: usize,
+    /// Every result's doc number (`Want::TopAndMatched`).
+    pub matched: Option<Matched>,
     ctx: EvalCtx,
+}
+
+/// The doc numbers of every result, exact and not, each ascending: what facets and
+/// drillDown count when only a page of hits is kept.
+#[derive(Default)]
+pub struct Matched {
+    pub exact: Vec<u32>,
+    pub other: Vec<u32>,
+}
+
+impl Matched {
+    pub fn of_hits(hits: &[Hit]) -> Matched {
+        let mut m = Matched::default();
+        for h in hits {
+            m.push(h.doc, h.exact);
+        }
+        m.sort();
+        m
+    }
+
+    fn push(&mut self, doc: u32, exact: bool) {
+        if exact {
+            self.exact.push(doc)
+        } else {
+            self.other.push(doc)
+        }
+    }
+
+    fn append(&mut self, mut other: Matched) {
+        self.exact.append(&mut other.exact);
+        self.other.append(&mut other.other);
+    }
+
+    fn sort(&mut self) {
+        self.exact.sort_unstable();
+        self.other.sort_unstable();
+    }
+
+    /// Every result, ascending.
+    pub fn all(&self) -> Vec<u32> {
+        let mut all = Vec::with_capacity(self.exact.len() + self.other.len());
+        all.extend_from_slice(&self.exact);
+        all.extend_from_slice(&self.other);
+        all.sort_unstable();
+        all
+    }
 }
 
 /// What `evaluate` returns.
@@ -38,6 +109,8 @@ pub enum Want {
     Sorted,
     /// The first `n` results in the default order, and the counts.
     Top(usize),
+    /// As `Top`, and every result's doc number (`Results::matched`).
+    TopAndMatched(usize),
 }
 
 /// The best `k` hits seen so far (a max-heap whose top is the worst kept), and counts.
@@ -46,6 +119,7 @@ struct TopK {
     heap: BinaryHeap<Ranked>,
     total: usize,
     exact: usize,
+    matched: Option<Matched>,
 }
 
 struct Ranked(Hit);
@@ -68,46 +142,48 @@ impl Ord for Ranked {
 }
 
 impl TopK {
-    fn new(k: usize) -> TopK {
+    fn new(k: usize, collect: bool) -> TopK {
         TopK {
             k,
             heap: BinaryHeap::with_capacity(k.min(4096) + 1),
             total: 0,
             exact: 0,
+            matched: collect.then(Matched::default),
         }
     }
 
     /// Counts a result and keeps it if it is among the best `k`; the id is cloned only
     /// then.
-    fn offer(&mut self, doc: u32, id: &Arc<str>, exact: bool, r: f64) {
+    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64) {
         self.total += 1;
         self.exact += exact as usize;
+        if let Some(m) = &mut self.matched {
+            m.push(n, exact);
+        }
         if self.heap.len() < self.k {
-            self.heap.push(Ranked(Hit {
-                doc,
-                id: id.clone(),
-                exact,
-                r,
-            }));
+            self.heap.push(Ranked(Hit::new(n, doc, exact, r)));
             return;
         }
         let Some(worst) = self.heap.peek() else {
             return;
         };
-        if order_parts((exact, r, id), (worst.0.exact, worst.0.r, &worst.0.id)) == Ordering::Less {
+        let w = &worst.0;
+        if order_parts(
+            (exact, r, doc.id_key, &doc.id),
+            (w.exact, w.r, w.id_key, &w.id),
+        ) == Ordering::Less
+        {
             self.heap.pop();
-            self.heap.push(Ranked(Hit {
-                doc,
-                id: id.clone(),
-                exact,
-                r,
-            }));
+            self.heap.push(Ranked(Hit::new(n, doc, exact, r)));
         }
     }
 
     fn merge(mut self, other: TopK) -> TopK {
         self.total += other.total;
         self.exact += other.exact;
+        if let (Some(m), Some(o)) = (&mut self.matched, other.matched) {
+            m.append(o);
+        }
         for h in other.heap {
             self.offer_hit(h.0);
         }
@@ -301,11 +377,16 @@ pub fn evaluate(
         candidates(snap, frozen, filter.exact_only).map(|c| c.iter().collect());
     // Text relevance is graded against the best score among the results, known only
     // once every item is scored: such queries keep every hit.
-    if let (Want::Top(k), false) = (want, has_text) {
+    let (top_k, collect) = match want {
+        Want::Top(k) => (Some(k), false),
+        Want::TopAndMatched(k) => (Some(k), true),
+        Want::All | Want::Sorted => (None, false),
+    };
+    if let (Some(k), false) = (top_k, has_text) {
         let offer = |mut top: TopK, item: ItemRef<'_>| {
             let (doc, n) = (item.doc, item.n);
             if let Some((exact, r)) = outcome(item) {
-                top.offer(n, &doc.id, exact, r);
+                top.offer(n, doc, exact, r);
             }
             top
         };
@@ -313,21 +394,21 @@ pub fn evaluate(
             Some(docs) => docs
                 .par_chunks(4096)
                 .fold(
-                    || TopK::new(k),
+                    || TopK::new(k, collect),
                     |top, part| {
-                        part.iter().fold(top, |top, &n| match snap.doc(n) {
-                            Some(doc) => offer(top, ItemRef { doc, n, cols: None }),
+                        part.iter().fold(top, |top, &n| match snap.item(n) {
+                            Some(item) => offer(top, item),
                             None => top,
                         })
                     },
                 )
-                .reduce(|| TopK::new(k), TopK::merge),
+                .reduce(|| TopK::new(k, collect), TopK::merge),
             None => snap
                 .chunks()
                 .par_iter()
                 .enumerate()
                 .fold(
-                    || TopK::new(k),
+                    || TopK::new(k, collect),
                     |top, (c, chunk)| {
                         let cols = snap.chunk_cols(c);
                         chunk
@@ -347,7 +428,7 @@ pub fn evaluate(
                             })
                     },
                 )
-                .reduce(|| TopK::new(k), TopK::merge),
+                .reduce(|| TopK::new(k, collect), TopK::merge),
         };
         let hits: Vec<Hit> = top
             .heap
@@ -355,31 +436,26 @@ pub fn evaluate(
             .into_iter()
             .map(|r| r.0)
             .collect();
+        let matched = top.matched.map(|mut m| {
+            m.sort();
+            m
+        });
         return Results {
             hits,
             total: top.total,
             exact_count: top.exact,
+            matched,
             ctx,
         };
     }
     let hit = |item: ItemRef<'_>| {
         let (doc, n) = (item.doc, item.n);
-        outcome(item).map(|(exact, r)| Hit {
-            doc: n,
-            id: doc.id.clone(),
-            exact,
-            r,
-        })
+        outcome(item).map(|(exact, r)| Hit::new(n, doc, exact, r))
     };
     let mut hits: Vec<Hit> = match &candidates {
         Some(docs) => docs
             .par_chunks(4096)
-            .flat_map_iter(|part| {
-                part.iter().filter_map(|&n| {
-                    snap.doc(n)
-                        .and_then(|doc| hit(ItemRef { doc, n, cols: None }))
-                })
-            })
+            .flat_map_iter(|part| part.iter().filter_map(|&n| snap.item(n).and_then(&hit)))
             .collect(),
         None => snap
             .chunks()
@@ -405,12 +481,7 @@ pub fn evaluate(
     if has_text {
         let criteria: &[Criterion] = criteria;
         hits.par_iter_mut().for_each(|h| {
-            if let Some(doc) = snap.doc(h.doc) {
-                let item = ItemRef {
-                    doc,
-                    n: h.doc,
-                    cols: None,
-                };
+            if let Some(item) = snap.item(h.doc) {
                 if let Some((_, r)) = item_outcome(criteria, &item, &ctx) {
                     h.r = r;
                 }
@@ -422,13 +493,15 @@ pub fn evaluate(
     }
     let exact_count = hits.iter().filter(|h| h.exact).count();
     let total = hits.len();
-    if let Want::Top(k) = want {
+    let matched = collect.then(|| Matched::of_hits(&hits));
+    if let Some(k) = top_k {
         hits.truncate(k);
     }
     Results {
         hits,
         total,
         exact_count,
+        matched,
         ctx,
     }
 }
@@ -454,12 +527,7 @@ pub(crate) fn reference_hits(
                 continue;
             };
             if exact || (r > 0.0 && !filter.exact_only) {
-                hits.push(Hit {
-                    doc: n,
-                    id: doc.id.clone(),
-                    exact,
-                    r,
-                });
+                hits.push(Hit::new(n, doc, exact, r));
             }
         }
     }
@@ -483,13 +551,17 @@ pub(crate) fn reference_hits(
 
 /// Exact first, then relevance descending, then id ascending.
 pub fn default_order(a: &Hit, b: &Hit) -> Ordering {
-    order_parts((a.exact, a.r, &a.id), (b.exact, b.r, &b.id))
+    order_parts(
+        (a.exact, a.r, a.id_key, &a.id),
+        (b.exact, b.r, b.id_key, &b.id),
+    )
 }
 
-fn order_parts(a: (bool, f64, &str), b: (bool, f64, &str)) -> Ordering {
+fn order_parts(a: (bool, f64, u64, &str), b: (bool, f64, u64, &str)) -> Ordering {
     b.0.cmp(&a.0)
         .then_with(|| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal))
-        .then_with(|| a.2.as_bytes().cmp(b.2.as_bytes()))
+        .then_with(|| a.2.cmp(&b.2))
+        .then_with(|| a.3.as_bytes().cmp(b.3.as_bytes()))
 }
 
 #[cfg(test)]
@@ -498,6 +570,18 @@ mod tests {
     use crate::{parse_query, IndexWriter};
     use discern_dimensions::Dimensions;
     use discern_model::{Record, Value};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Comparing id keys first, then whole ids, orders ids as their bytes do.
+        #[test]
+        fn id_key_then_bytes_is_byte_order(a in "[\\x00-\\x7fé]{0,12}", b in "[\\x00-\\x7fé]{0,12}") {
+            let by_key = id_key(&a)
+                .cmp(&id_key(&b))
+                .then_with(|| a.as_bytes().cmp(b.as_bytes()));
+            prop_assert_eq!(by_key, a.as_bytes().cmp(b.as_bytes()));
+        }
+    }
 
     fn rec(pairs: &[(&str, &str)]) -> Record {
         Record(

@@ -1,12 +1,18 @@
 //! Facets and the legacy drillDown (SPEC §7.5): bucket counts over the query's results.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use discern_dimensions::{Dimension, DimensionKind, Dimensions, IndexedValue};
 use discern_model::Result;
 use serde_json::{json, Map, Value as J};
 
-use crate::eval::Hit;
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+
+use crate::columns::ColValue;
+use crate::eval::Matched;
+use crate::postings::DimPostings;
 use crate::query::{as_bool, as_str, as_usize, bad, member};
 use crate::Snapshot;
 
@@ -183,78 +189,167 @@ pub fn parse_drill_down(v: &J, dims: &Dimensions) -> Result<Vec<DrillDown>> {
         .collect()
 }
 
-/// Bucket id → count for one dimension over the given hits.
-fn bucket_counts<'a>(
+/// The documents a facet counts: sorted doc numbers and the same as a bitmap (postings
+/// intersect it; rows and columns are read through the list).
+pub(crate) struct Counted {
+    docs: Vec<u32>,
+    set: RoaringBitmap,
+}
+
+impl Counted {
+    /// `docs`: ascending, distinct.
+    fn of(docs: Vec<u32>) -> Counted {
+        let set = RoaringBitmap::from_sorted_iter(docs.iter().copied()).unwrap_or_default();
+        Counted { docs, set }
+    }
+}
+
+/// Below this many counted documents per posting key, reading the rows is cheaper than
+/// intersecting every key's postings with the counted set.
+const ROWS_PER_KEY: usize = 4;
+
+type Counts = HashMap<String, usize>;
+
+/// Bucket id → number of counted documents in it, for one dimension; and the smallest and
+/// largest numeric value among them.
+fn bucket_counts(
     snap: &Snapshot,
     dim: &Dimension,
     di: usize,
-    hits: impl Iterator<Item = &'a Hit>,
-) -> (HashMap<String, usize>, Option<(f64, f64)>) {
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    let mut bounds: Option<(f64, f64)> = None;
-    let mut widen = |x: f64| bounds = Some(bounds.map_or((x, x), |(a, b)| (a.min(x), b.max(x))));
-    for h in hits {
-        let Some(v) = snap
-            .doc(h.doc)
-            .and_then(|d| d.values.get(di))
-            .and_then(|v| v.as_ref())
-        else {
-            continue;
-        };
-        match (&dim.kind, v) {
-            (_, IndexedValue::Strings(s)) => s
-                .iter()
-                .for_each(|x| *counts.entry(x.clone()).or_default() += 1),
-            (DimensionKind::Tree(set), IndexedValue::Elements(es)) => {
-                let mut tagged: Vec<u32> = Vec::new();
-                for &e in es {
-                    let mut cur = Some(e);
-                    while let Some(c) = cur {
-                        if !tagged.contains(&c) {
-                            tagged.push(c);
-                        }
-                        cur = set.elements[c as usize].parent;
-                    }
+    counted: &Counted,
+) -> (Counts, Option<(f64, f64)>) {
+    let mut counts = Counts::new();
+    if counted.docs.is_empty() {
+        return (counts, None);
+    }
+    match (&dim.kind, snap.postings(di)) {
+        (DimensionKind::Numeric(spec), _) => return numeric_counts(snap, spec, di, counted),
+        (DimensionKind::Tree(set), Some(p)) => {
+            // a document counts once in every element it is tagged with and their ancestors
+            fn visit(
+                e: u32,
+                set: &discern_dimensions::ElementSet,
+                p: &DimPostings,
+                counted: &RoaringBitmap,
+                counts: &mut Counts,
+            ) -> RoaringBitmap {
+                let mut here = p
+                    .get(&e.to_be_bytes())
+                    .map(|b| b & counted)
+                    .unwrap_or_default();
+                for &c in &set.elements[e as usize].children {
+                    here |= visit(c, set, p, counted, counts);
                 }
-                for e in tagged {
-                    *counts
-                        .entry(set.elements[e as usize].id.clone())
-                        .or_default() += 1;
+                let n = here.len() as usize;
+                if n > 0 {
+                    counts.insert(set.elements[e as usize].id.clone(), n);
                 }
+                here
             }
-            (kind, IndexedValue::Elements(es)) => {
-                if let Some(set) = kind.elements() {
-                    for &e in es {
-                        *counts
-                            .entry(set.elements[e as usize].id.clone())
-                            .or_default() += 1;
-                    }
-                }
+            for &r in &set.roots {
+                visit(r, set, p, &counted.set, &mut counts);
             }
-            (DimensionKind::Numeric(spec), IndexedValue::Ints(_) | IndexedValue::Doubles(_)) => {
-                let xs: Vec<f64> = match v {
-                    IndexedValue::Ints(xs) => xs.iter().map(|x| *x as f64).collect(),
-                    IndexedValue::Doubles(xs) => xs.clone(),
-                    _ => Vec::new(),
-                };
-                xs.iter().for_each(|x| widen(*x));
-                for r in &spec.ranges {
-                    if xs.iter().any(|x| r.interval.contains(*x)) {
-                        *counts.entry(r.id.clone()).or_default() += 1;
+        }
+        (kind, Some(p)) if kind.elements().is_some() => {
+            let set = kind.elements().into_iter().flat_map(|s| s.elements.iter());
+            for (e, el) in set.enumerate() {
+                if let Some(b) = p.get(&(e as u32).to_be_bytes()) {
+                    let n = b.intersection_len(&counted.set) as usize;
+                    if n > 0 {
+                        counts.insert(el.id.clone(), n);
                     }
                 }
             }
-            (_, IndexedValue::Text(fields)) => {
-                let mut seen: Vec<&String> = fields.iter().flatten().collect();
-                seen.sort();
-                seen.dedup();
-                seen.into_iter()
-                    .for_each(|t| *counts.entry(t.clone()).or_default() += 1);
+        }
+        (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
+            if p.map.len() * ROWS_PER_KEY <= counted.docs.len() =>
+        {
+            for (k, b) in p.map.iter() {
+                let n = b.intersection_len(&counted.set) as usize;
+                if n > 0 {
+                    counts.insert(String::from_utf8_lossy(k).into_owned(), n);
+                }
             }
-            _ => {}
+        }
+        _ => {
+            let mut by: HashMap<&str, usize> = HashMap::new();
+            let mut tokens: Vec<&str> = Vec::new();
+            for &d in &counted.docs {
+                match snap
+                    .doc(d)
+                    .and_then(|d| d.values.get(di))
+                    .and_then(|v| v.as_ref())
+                {
+                    Some(IndexedValue::Strings(s)) => s
+                        .iter()
+                        .for_each(|x| *by.entry(x.as_str()).or_default() += 1),
+                    Some(IndexedValue::Text(fields)) => {
+                        tokens.clear();
+                        tokens.extend(fields.iter().flatten().map(String::as_str));
+                        tokens.sort_unstable();
+                        tokens.dedup();
+                        tokens.iter().for_each(|t| *by.entry(t).or_default() += 1);
+                    }
+                    _ => {}
+                }
+            }
+            counts.extend(by.into_iter().map(|(k, n)| (k.to_string(), n)));
         }
     }
-    (counts, bounds)
+    (counts, None)
+}
+
+/// Range buckets and bounds of a numeric dimension, read from the chunks' columns (a
+/// document with several values from its row).
+fn numeric_counts(
+    snap: &Snapshot,
+    spec: &discern_dimensions::NumericSpec,
+    di: usize,
+    counted: &Counted,
+) -> (Counts, Option<(f64, f64)>) {
+    let mut per_range = vec![0usize; spec.ranges.len()];
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut xs: Vec<f64> = Vec::new();
+    let mut chunk = usize::MAX;
+    let mut cols = None;
+    for &d in &counted.docs {
+        let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
+        if c != chunk {
+            chunk = c;
+            cols = snap.chunk_cols(c);
+        }
+        xs.clear();
+        match cols.and_then(|cc| cc.get(di, i)) {
+            Some(ColValue::Num(Some(x))) => xs.push(x),
+            Some(_) => continue,
+            None => match snap
+                .doc(d)
+                .and_then(|d| d.values.get(di))
+                .and_then(|v| v.as_ref())
+            {
+                Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
+                Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
+                _ => continue,
+            },
+        }
+        for &x in &xs {
+            lo = lo.min(x);
+            hi = hi.max(x);
+        }
+        for (r, n) in spec.ranges.iter().zip(per_range.iter_mut()) {
+            if xs.iter().any(|x| r.interval.contains(*x)) {
+                *n += 1;
+            }
+        }
+    }
+    let counts = spec
+        .ranges
+        .iter()
+        .zip(per_range)
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| (r.id.clone(), n))
+        .collect();
+    (counts, (lo <= hi).then_some((lo, hi)))
 }
 
 /// Element order and labels of a bucket id.
@@ -297,16 +392,31 @@ fn bound_json(dim: &Dimension, x: f64) -> J {
     }
 }
 
-pub fn compute_facets(snap: &Snapshot, hits: &[Hit], reqs: &[FacetRequest]) -> J {
+pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest]) -> J {
+    let exact = OnceLock::new();
+    let all = OnceLock::new();
+    let counted_of = |total: bool| {
+        if total {
+            all.get_or_init(|| Counted::of(matched.all()))
+        } else {
+            exact.get_or_init(|| Counted::of(matched.exact.clone()))
+        }
+    };
+    // the counting is the cost: one task per facet, across cores
+    let counted: Vec<(Counts, Option<(f64, f64)>)> = reqs
+        .par_iter()
+        .map(|r| {
+            bucket_counts(
+                snap,
+                &snap.dims.dims[r.dim],
+                r.dim,
+                counted_of(r.count_total),
+            )
+        })
+        .collect();
     let mut out = Map::new();
-    for r in reqs {
+    for (r, (counts, bounds)) in reqs.iter().zip(&counted) {
         let dim = &snap.dims.dims[r.dim];
-        let (counts, bounds) = bucket_counts(
-            snap,
-            dim,
-            r.dim,
-            hits.iter().filter(|h| r.count_total || h.exact),
-        );
         let mut data = Map::new();
         let label = |id: &str| element_info(dim, id).1.unwrap_or_else(|| id.to_string());
         let entry =
@@ -324,26 +434,41 @@ pub fn compute_facets(snap: &Snapshot, hits: &[Hit], reqs: &[FacetRequest]) -> J
                 }
                 J::Object(e)
             };
-        let order = |ids: &mut Vec<String>| {
-            ids.sort_by(|a, b| {
-                let (ca, cb) = (
-                    counts.get(a).copied().unwrap_or(0),
-                    counts.get(b).copied().unwrap_or(0),
-                );
-                let (oa, ob) = (element_info(dim, a).0, element_info(dim, b).0);
-                let doc = oa.cmp(&ob).then_with(|| a.cmp(b));
+        // Each bucket's sort keys are looked up once, not per comparison; with topN only
+        // the first buckets are fully sorted.
+        let order = |ids: Vec<String>| -> Vec<String> {
+            let by_label = matches!(r.sort, FacetSort::LabelAsc | FacetSort::LabelDesc);
+            let mut keyed: Vec<(usize, Option<usize>, Option<String>, String)> = ids
+                .into_iter()
+                .map(|id| {
+                    let count = counts.get(&id).copied().unwrap_or(0);
+                    let (ord, lab) = element_info(dim, &id);
+                    let lab = by_label.then(|| lab.unwrap_or_else(|| id.clone()));
+                    (count, ord, lab, id)
+                })
+                .collect();
+            type Keyed = (usize, Option<usize>, Option<String>, String);
+            let cmp = |a: &Keyed, b: &Keyed| {
+                let doc = a.1.cmp(&b.1).then_with(|| a.3.cmp(&b.3));
                 match r.sort {
-                    FacetSort::CountDesc => cb.cmp(&ca).then(doc),
-                    FacetSort::CountAsc => ca.cmp(&cb).then(doc),
-                    FacetSort::LabelAsc => label(a).cmp(&label(b)).then(doc),
-                    FacetSort::LabelDesc => label(b).cmp(&label(a)).then(doc),
-                    FacetSort::IdAsc => a.cmp(b),
+                    FacetSort::CountDesc => b.0.cmp(&a.0).then(doc),
+                    FacetSort::CountAsc => a.0.cmp(&b.0).then(doc),
+                    FacetSort::LabelAsc => a.2.cmp(&b.2).then(doc),
+                    FacetSort::LabelDesc => b.2.cmp(&a.2).then(doc),
+                    FacetSort::IdAsc => a.3.cmp(&b.3),
                     FacetSort::Document => doc,
                 }
-            });
+            };
             if let Some(n) = r.top_n {
-                ids.truncate(n);
+                if n < keyed.len() {
+                    if n > 0 {
+                        keyed.select_nth_unstable_by(n - 1, cmp);
+                    }
+                    keyed.truncate(n);
+                }
             }
+            keyed.sort_by(cmp);
+            keyed.into_iter().map(|k| k.3).collect()
         };
         let mut facet = Map::new();
         let child_ids: Vec<String> = if let Some(ids) = &r.data_ids {
@@ -370,13 +495,13 @@ pub fn compute_facets(snap: &Snapshot, hits: &[Hit], reqs: &[FacetRequest]) -> J
                 facet.insert("navIds".into(), json!(nav));
             }
             let ids_of = |nodes: &[u32]| -> Vec<String> {
-                let mut v: Vec<String> = nodes
-                    .iter()
-                    .map(|&e| set.elements[e as usize].id.clone())
-                    .filter(|id| counts.get(id).copied().unwrap_or(0) >= r.min_count)
-                    .collect();
-                order(&mut v);
-                v
+                order(
+                    nodes
+                        .iter()
+                        .map(|&e| set.elements[e as usize].id.clone())
+                        .filter(|id| counts.get(id).copied().unwrap_or(0) >= r.min_count)
+                        .collect(),
+                )
             };
             let top = ids_of(&start);
             let mut level: Vec<(String, Option<String>)> =
@@ -408,11 +533,12 @@ pub fn compute_facets(snap: &Snapshot, hits: &[Hit], reqs: &[FacetRequest]) -> J
                     None => counts.keys().cloned().collect(),
                 },
             };
-            let mut ids: Vec<String> = candidates
-                .into_iter()
-                .filter(|k| counts.get(k).copied().unwrap_or(0) >= r.min_count)
-                .collect();
-            order(&mut ids);
+            let ids = order(
+                candidates
+                    .into_iter()
+                    .filter(|k| counts.get(k).copied().unwrap_or(0) >= r.min_count)
+                    .collect(),
+            );
             for id in &ids {
                 data.insert(
                     id.clone(),
@@ -425,7 +551,7 @@ pub fn compute_facets(snap: &Snapshot, hits: &[Hit], reqs: &[FacetRequest]) -> J
         facet.insert("data".into(), J::Object(data));
         let numeric_plain = matches!(&dim.kind, DimensionKind::Numeric(s) if s.ranges.is_empty());
         if r.include_bounds || numeric_plain {
-            if let Some((lo, hi)) = bounds {
+            if let Some((lo, hi)) = *bounds {
                 facet.insert(
                     "bounds".into(),
                     json!({"min": bound_json(dim, lo), "max": bound_json(dim, hi)}),
@@ -439,13 +565,15 @@ pub fn compute_facets(snap: &Snapshot, hits: &[Hit], reqs: &[FacetRequest]) -> J
     J::Object(out)
 }
 
-pub fn compute_drill_down(snap: &Snapshot, hits: &[Hit], reqs: &[DrillDown]) -> J {
+pub fn compute_drill_down(snap: &Snapshot, matched: &Matched, reqs: &[DrillDown]) -> J {
+    let exact_docs = Counted::of(matched.exact.clone());
+    let fuzzy_docs = Counted::of(matched.other.clone());
     J::Array(
         reqs.iter()
             .map(|d| {
                 let dim = &snap.dims.dims[d.dim];
-                let (exact, _) = bucket_counts(snap, dim, d.dim, hits.iter().filter(|h| h.exact));
-                let (fuzzy, _) = bucket_counts(snap, dim, d.dim, hits.iter().filter(|h| !h.exact));
+                let (exact, _) = bucket_counts(snap, dim, d.dim, &exact_docs);
+                let (fuzzy, _) = bucket_counts(snap, dim, d.dim, &fuzzy_docs);
                 let ids: Vec<String> = match &d.ids {
                     Some(ids) => ids.clone(),
                     None => {

@@ -15,7 +15,7 @@ pub mod terms;
 mod text;
 
 pub use criteria::Criterion;
-pub use eval::{criteria_dims, evaluate, text_terms, Filter, Hit, Results, Want};
+pub use eval::{criteria_dims, evaluate, text_terms, Filter, Hit, Matched, Results, Want};
 pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
 pub use query::{parse_export, parse_query, Explain, ExportRequest, GroupBy, Highlighting, Query};
 pub use sort::{sort_hits, SortKey};
@@ -36,6 +36,8 @@ const CHUNK: usize = 1024;
 #[derive(Clone, Debug)]
 pub struct Doc {
     pub id: Arc<str>,
+    /// `eval::id_key(id)`, kept beside the row so that ordering ties rarely reads the id.
+    pub id_key: u64,
     /// One entry per dimension, in document order; `None` = no indexed value.
     pub values: DocValues,
 }
@@ -183,6 +185,18 @@ impl Snapshot {
             .docs
             .get(n as usize % CHUNK)?
             .as_deref()
+    }
+
+    /// Document `n` as the rules read it: its row and its chunk's columns.
+    pub(crate) fn item(&self, n: u32) -> Option<criteria::ItemRef<'_>> {
+        let chunk = self.chunks.get(n as usize / CHUNK)?;
+        let i = n as usize % CHUNK;
+        let doc = chunk.docs.get(i)?.as_deref()?;
+        Some(criteria::ItemRef {
+            doc,
+            n,
+            cols: Some((chunk.cols(&self.dims), i)),
+        })
     }
 
     /// The postings of dimension `di` (every type but numeric).
@@ -407,7 +421,11 @@ impl Builder<'_> {
                 (doc, key)
             }
         };
-        let new = Arc::new(Doc { id: key, values });
+        let new = Arc::new(Doc {
+            id_key: eval::id_key(&key),
+            id: key,
+            values,
+        });
         let old = self.slot(doc).replace(new.clone());
         if self.track_postings {
             self.postings_delta
