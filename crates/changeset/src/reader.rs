@@ -35,9 +35,67 @@ pub fn read_changeset<R: BufRead, E: From<ParseError>>(
     p.document(&mut on_action)
 }
 
+/// An element name: the changeset vocabulary without allocating, anything else owned
+/// (it can only be reported in an error).
+#[derive(Debug)]
+enum Name {
+    Known(&'static str),
+    Other(String),
+}
+
+impl Name {
+    fn of(raw: &[u8]) -> Name {
+        const KNOWN: &[&str] = &[
+            "entry",
+            "string",
+            "struct",
+            "int",
+            "real",
+            "long",
+            "bool",
+            "array",
+            "element",
+            "properties",
+            "set-item",
+            "add-item",
+            "add-to-item",
+            "remove-from-item",
+            "remove-item",
+            "all",
+            "changeset",
+        ];
+        match KNOWN.iter().find(|k| k.as_bytes() == raw) {
+            Some(k) => Name::Known(k),
+            None => Name::Other(String::from_utf8_lossy(raw).into_owned()),
+        }
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Name::Known(s) => s,
+            Name::Other(s) => s,
+        }
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
 /// One pulled event, owned, with the position it started at.
 enum Ev {
-    Start(String, Vec<(String, String)>),
+    Start(Name, Vec<(String, String)>),
     End,
     Text(String),
     Eof,
@@ -92,11 +150,9 @@ impl<R: BufRead> Parser<R> {
     }
 
     fn count_newlines(&mut self, bytes: &[u8], base: u64) {
-        for (i, b) in bytes.iter().enumerate() {
-            if *b == b'\n' {
-                self.newlines += 1;
-                self.last_nl = base + i as u64 + 1;
-            }
+        if let Some(last) = memchr::memrchr(b'\n', bytes) {
+            self.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
+            self.last_nl = base + last as u64 + 1;
         }
     }
 
@@ -144,7 +200,10 @@ impl<R: BufRead> Parser<R> {
                         text_start = start;
                     }
                     self.count_newlines(s.as_bytes(), nl_base);
-                    text.get_or_insert_with(String::new).push_str(&s);
+                    match &mut text {
+                        Some(t) => t.push_str(&s),
+                        None => text = Some(s),
+                    }
                     continue;
                 }
                 Raw::Skip(bytes, nl_base) => {
@@ -400,6 +459,7 @@ impl<R: BufRead> Parser<R> {
         let mut text = String::new();
         loop {
             match self.next()? {
+                Ev::Text(t) if text.is_empty() => text = t,
                 Ev::Text(t) => text.push_str(&t),
                 Ev::End => return Ok(text),
                 Ev::Start(child, _) => {
@@ -413,7 +473,7 @@ impl<R: BufRead> Parser<R> {
     fn value(&mut self, name: &str, depth: usize) -> Result<Value, ParseError> {
         let at = self.ev_start;
         match name {
-            "string" => Ok(Value::Str(self.scalar_text(name)?.trim().to_string())),
+            "string" => Ok(Value::Str(trimmed(self.scalar_text(name)?))),
             "int" | "long" => {
                 let t = self.scalar_text(name)?;
                 t.trim().parse::<i64>().map(Value::Int).map_err(|_| {
@@ -487,7 +547,7 @@ impl<R: BufRead> Parser<R> {
 enum Raw {
     Text(String, u64),
     /// Name, attributes, and the newlines inside the tag: (count, offset after the last).
-    Start(String, Vec<(String, String)>, (u64, u64)),
+    Start(Name, Vec<(String, String)>, (u64, u64)),
     End,
     Eof,
     /// Skipped content whose newlines still count.
@@ -532,7 +592,7 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
             Raw::Text(c.to_string(), start)
         }
         Event::Start(s) => {
-            let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
+            let name = Name::of(s.name().as_ref());
             let mut attrs = Vec::new();
             let raw: &[u8] = &s;
             let mut nl = (0u64, 0u64);
@@ -541,7 +601,7 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
             }
             // only actions and entries carry attributes the reader uses
             let wants_attrs = matches!(
-                name.as_str(),
+                &*name,
                 "set-item"
                     | "add-item"
                     | "add-to-item"
@@ -572,10 +632,18 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
 }
 
 fn memchr_iter(raw: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    raw.iter()
-        .enumerate()
-        .filter(|(_, b)| **b == b'\n')
-        .map(|(i, _)| i)
+    memchr::memchr_iter(b'\n', raw)
+}
+
+/// `s` without leading and trailing whitespace, reusing its buffer.
+fn trimmed(mut s: String) -> String {
+    let end = s.trim_end().len();
+    s.truncate(end);
+    let start = s.len() - s.trim_start().len();
+    if start > 0 {
+        s.drain(..start);
+    }
+    s
 }
 
 fn unreachable_text() -> Result<(), ParseError> {
@@ -679,5 +747,32 @@ mod tests {
     fn empty_changeset_forms() {
         assert_eq!(read("<changeset/>").unwrap(), vec![]);
         assert_eq!(read("<?xml version='1.0'?><!DOCTYPE changeset SYSTEM 'http://x/y.dtd'><!-- c --><changeset><?pi x?></changeset>").unwrap(), vec![]);
+    }
+}
+
+/// Parser throughput on a real file: `DISCERN_PARSE_FILE=bulk.xml cargo test --release -p
+/// discern-changeset parse_throughput -- --ignored --nocapture`.
+#[cfg(test)]
+mod throughput {
+    #[test]
+    #[ignore]
+    fn parse_throughput() {
+        let Ok(path) = std::env::var("DISCERN_PARSE_FILE") else {
+            return;
+        };
+        let bytes = std::fs::read(&path).expect("readable file");
+        let started = std::time::Instant::now();
+        let mut n = 0u64;
+        super::read_changeset::<_, super::ParseError>(&bytes[..], |_| {
+            n += 1;
+            Ok(())
+        })
+        .expect("valid changeset");
+        let s = started.elapsed().as_secs_f64();
+        println!(
+            "{n} actions, {:.0} MB/s, {:.0} actions/s",
+            bytes.len() as f64 / s / 1e6,
+            n as f64 / s
+        );
     }
 }

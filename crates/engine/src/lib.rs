@@ -27,6 +27,11 @@ use discern_store::{ApplyOutcome, ChangesetMeta, ChangesetType, ItemChange, Stor
 use rayon::prelude::*;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+/// Item changes per message from an apply to its index thread, and messages in flight
+/// (bounds the memory an apply holds ahead of the index).
+const INDEX_BATCH: usize = 256;
+const INDEX_QUEUE: usize = 16;
+
 pub use discern_store;
 
 /// Counters the statistics and metrics read (SPEC §4 counters).
@@ -250,19 +255,72 @@ impl Engine {
         let base = self.snapshot.load_full();
         let outcome;
         if self.indexing {
-            let mut b = guard.index.begin(&base);
-            outcome = run(&self.store, &mut |ch| {
-                match ch {
-                    ItemChange::Upsert(id, rec) => b.upsert(id, rec),
-                    ItemChange::Delete(id) => b.delete(id),
-                    ItemChange::Clear => b.clear(),
-                }
-                Ok(())
+            // The store's thread parses and writes the items; this one's twin indexes
+            // them as they come (batched through a bounded channel), so the two halves
+            // of an apply use two cores.
+            let index = &mut guard.index;
+            let (run_result, b) = std::thread::scope(|scope| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ItemChange>>(INDEX_QUEUE);
+                let indexer = std::thread::Builder::new()
+                    .name("apply-index".into())
+                    .spawn_scoped(scope, move || {
+                        let mut b = index.begin(&base);
+                        for batch in rx {
+                            // extraction (text analysis above all) across cores, then the
+                            // batch in order
+                            let values: Vec<Option<(DocValues, u64)>> = batch
+                                .par_iter()
+                                .map(|ch| match ch {
+                                    ItemChange::Upsert(_, rec) => {
+                                        Some(index_values(&base.dims, rec))
+                                    }
+                                    _ => None,
+                                })
+                                .collect();
+                            for (ch, v) in batch.into_iter().zip(values) {
+                                match (ch, v) {
+                                    (ItemChange::Upsert(id, _), Some((values, errors))) => {
+                                        b.upsert_values(&id, values, errors)
+                                    }
+                                    (ItemChange::Delete(id), _) => b.delete(&id),
+                                    (ItemChange::Clear, _) => b.clear(),
+                                    (ItemChange::Upsert(id, rec), None) => b.upsert(&id, &rec),
+                                }
+                            }
+                        }
+                        b
+                    })
+                    .map_err(|e| Error::Internal(format!("cannot start the index thread: {e}")))?;
+                let mut batch = Vec::with_capacity(INDEX_BATCH);
+                let stopped = || Error::Internal("the index thread stopped".into());
+                let result = run(&self.store, &mut |ch| {
+                    batch.push(ch);
+                    if batch.len() == INDEX_BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(INDEX_BATCH));
+                        tx.send(full).map_err(|_| stopped())?;
+                    }
+                    Ok(())
+                });
+                let flushed = if batch.is_empty() {
+                    Ok(())
+                } else {
+                    tx.send(batch).map_err(|_| stopped())
+                };
+                drop(tx);
+                // a panic in the indexer surfaces here as an error, never a partial index
+                let b = indexer.join().map_err(|_| stopped())?;
+                Ok::<_, Error>((result.and_then(|o| flushed.map(|_| o)), b))
             })?;
+            outcome = run_result?;
             if matches!(outcome, ApplyOutcome::Applied { .. }) {
                 let snap = Arc::new(b.commit());
                 let merge = snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
-                self.snapshot.store(snap);
+                let old = self.snapshot.swap(snap);
+                // The documents this apply replaced are freed with the old snapshot (when
+                // no query holds it any more): not on the way to the 201.
+                let _ = std::thread::Builder::new()
+                    .name("reclaim".into())
+                    .spawn(move || drop(old));
                 if merge {
                     self.merge_terms_in_background();
                 }

@@ -8,12 +8,13 @@
 //! (big-endian u32); text `field (big-endian u16) ++ token`; geoloc grid cells of
 //! `CELL_DEG` degrees. Numeric dimensions have none (the other criteria narrow first).
 
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use imbl::OrdMap;
+
+use crate::FastMap;
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
@@ -120,29 +121,64 @@ pub(crate) fn text_key(field: usize, token: &str) -> Vec<u8> {
     k
 }
 
-/// Appends the keys of `value` to `arena` (their ends to `ends`), sorted and distinct.
-fn keys(value: &IndexedValue, arena: &mut Vec<u8>, ends: &mut Vec<usize>) {
-    let mut list: Vec<Vec<u8>> = Vec::new();
-    match value {
-        IndexedValue::Strings(vs) => list.extend(vs.iter().map(|v| v.as_bytes().to_vec())),
-        IndexedValue::Elements(es) => list.extend(es.iter().map(|e| e.to_be_bytes().to_vec())),
-        IndexedValue::Text(fields) => {
-            for (fi, toks) in fields.iter().enumerate() {
-                list.extend(toks.iter().map(|t| text_key(fi, t)));
-            }
+/// The keys of `value`, sorted and distinct, as ranges of `arena` (no allocation per key
+/// once the buffers have grown).
+struct KeyBuf {
+    arena: Vec<u8>,
+    spans: Vec<(u32, u32)>,
+}
+
+impl KeyBuf {
+    fn new() -> KeyBuf {
+        KeyBuf {
+            arena: Vec::new(),
+            spans: Vec::new(),
         }
-        IndexedValue::Points(ps) => list.extend(ps.iter().map(|&(la, lo)| {
-            let (r, c) = cell(la, lo);
-            cell_key(r, c).to_vec()
-        })),
-        IndexedValue::Ints(_) | IndexedValue::Doubles(_) => {}
     }
-    list.sort_unstable();
-    list.dedup();
-    for k in list {
-        arena.extend_from_slice(&k);
-        ends.push(arena.len());
+
+    fn fill(&mut self, value: &IndexedValue) {
+        self.arena.clear();
+        self.spans.clear();
+        let (arena, spans) = (&mut self.arena, &mut self.spans);
+        let mut push = |bytes: &[&[u8]]| {
+            let start = arena.len() as u32;
+            bytes.iter().for_each(|b| arena.extend_from_slice(b));
+            spans.push((start, arena.len() as u32));
+        };
+        match value {
+            IndexedValue::Strings(vs) => vs.iter().for_each(|v| push(&[v.as_bytes()])),
+            IndexedValue::Elements(es) => es.iter().for_each(|e| push(&[&e.to_be_bytes()])),
+            IndexedValue::Text(fields) => {
+                for (fi, toks) in fields.iter().enumerate() {
+                    let f = (fi as u16).to_be_bytes();
+                    toks.iter().for_each(|t| push(&[&f, t.as_bytes()]));
+                }
+            }
+            IndexedValue::Points(ps) => ps.iter().for_each(|&(la, lo)| {
+                let (r, c) = cell(la, lo);
+                push(&[&cell_key(r, c)]);
+            }),
+            IndexedValue::Ints(_) | IndexedValue::Doubles(_) => {}
+        }
+        let arena = &self.arena;
+        let key = |s: &(u32, u32)| &arena[s.0 as usize..s.1 as usize];
+        self.spans.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        self.spans.dedup_by(|a, b| key(a) == key(b));
     }
+
+    fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let (a, b) = self.spans[i];
+        &self.arena[a as usize..b as usize]
+    }
+}
+
+/// Doc numbers in ascending order (as `build` pushes them) as a bitmap.
+fn bitmap_of_sorted(docs: &[u32]) -> RoaringBitmap {
+    RoaringBitmap::from_sorted_iter(docs.iter().copied()).unwrap_or_default()
 }
 
 /// Postings counted from scratch from `docs` (doc number, values), in ascending doc
@@ -159,18 +195,19 @@ pub(crate) fn build(
             if !has_postings(&d.kind) {
                 return None;
             }
-            let mut map: HashMap<Vec<u8>, RoaringBitmap> = HashMap::new();
-            let mut has = RoaringBitmap::new();
+            // doc numbers per key pushed in ascending order, made bitmaps at the end
+            let mut map: FastMap<Box<[u8]>, Vec<u32>> = FastMap::default();
+            let mut has = Vec::new();
             let mut stats: Vec<(u64, u64)> = match &d.kind {
                 DimensionKind::Text(t) => vec![(0, 0); t.fields.len()],
                 _ => Vec::new(),
             };
-            let (mut arena, mut ends) = (Vec::new(), Vec::new());
+            let mut kb = KeyBuf::new();
             for &(n, values) in docs {
                 let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
                     continue;
                 };
-                has.insert(n);
+                has.push(n);
                 if let IndexedValue::Text(fields) = v {
                     if stats.len() < fields.len() {
                         stats.resize(fields.len(), (0, 0));
@@ -182,34 +219,25 @@ pub(crate) fn build(
                         }
                     }
                 }
-                arena.clear();
-                ends.clear();
-                keys(v, &mut arena, &mut ends);
-                let mut start = 0;
-                for &end in &ends {
-                    let k = &arena[start..end];
+                kb.fill(v);
+                for i in 0..kb.len() {
+                    let k = kb.get(i);
                     match map.get_mut(k) {
-                        Some(b) => {
-                            b.insert(n);
-                        }
+                        Some(list) => list.push(n),
                         None => {
-                            map.insert(
-                                k.to_vec(),
-                                RoaringBitmap::from_sorted_iter([n]).unwrap_or_default(),
-                            );
+                            map.insert(k.into(), vec![n]);
                         }
                     }
-                    start = end;
                 }
             }
-            let mut entries: Vec<(Vec<u8>, RoaringBitmap)> = map.into_iter().collect();
+            let mut entries: Vec<(Box<[u8]>, Vec<u32>)> = map.into_iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             Some(Arc::new(DimPostings {
                 map: entries
                     .into_iter()
-                    .map(|(k, b)| (k.into_boxed_slice(), Arc::new(b)))
+                    .map(|(k, list)| (k, Arc::new(bitmap_of_sorted(&list))))
                     .collect(),
-                has: Arc::new(has),
+                has: Arc::new(bitmap_of_sorted(&has)),
                 field_stats: stats,
             }))
         })
@@ -218,42 +246,72 @@ pub(crate) fn build(
     (Arc::new(per_dim), live)
 }
 
-/// A set's pending change: `add` and `remove` are disjoint.
+/// A set's pending changes, in the order they were made: each a doc number shifted left
+/// by one, the low bit set for "add". Each change states the document's membership
+/// after it, so a document's last change is its final state.
 #[derive(Default)]
 struct Delta {
-    add: RoaringBitmap,
-    remove: RoaringBitmap,
+    ops: Vec<u64>,
 }
 
 impl Delta {
     fn add(&mut self, doc: u32) {
-        self.remove.remove(doc);
-        self.add.insert(doc);
+        self.ops.push((doc as u64) << 1 | 1);
     }
     fn remove(&mut self, doc: u32) {
-        self.add.remove(doc);
-        self.remove.insert(doc);
+        self.ops.push((doc as u64) << 1);
     }
-    fn apply(&self, to: &mut RoaringBitmap) {
-        *to |= &self.add;
-        *to -= &self.remove;
+    fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    /// The documents added and removed, each as a bitmap.
+    fn resolve(mut self) -> (RoaringBitmap, RoaringBitmap) {
+        // stable: a document's changes keep their order, its last one wins
+        self.ops.sort_by_key(|op| op >> 1);
+        let (mut add, mut remove) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < self.ops.len() {
+            let doc = (self.ops[i] >> 1) as u32;
+            let mut last = self.ops[i];
+            while i < self.ops.len() && (self.ops[i] >> 1) as u32 == doc {
+                last = self.ops[i];
+                i += 1;
+            }
+            if last & 1 == 1 {
+                add.push(doc);
+            } else {
+                remove.push(doc);
+            }
+        }
+        (bitmap_of_sorted(&add), bitmap_of_sorted(&remove))
+    }
+    fn apply(self, to: &mut RoaringBitmap) {
+        let (add, remove) = self.resolve();
+        *to |= add;
+        *to -= remove;
     }
 }
 
 #[derive(Default)]
 struct DimDelta {
-    keys: HashMap<Key, Delta>,
+    keys: FastMap<Key, Delta>,
     has: Delta,
     field_stats: Vec<(i64, i64)>,
 }
 
 impl DimDelta {
-    fn key(&mut self, k: &[u8]) -> &mut Delta {
-        if !self.keys.contains_key(k) {
-            self.keys.insert(k.into(), Delta::default());
+    /// Records that `doc` joined (`add`) or left key `k`'s set; the key is allocated only
+    /// when new to this delta.
+    fn change(&mut self, k: &[u8], doc: u32, add: bool) {
+        let d = match self.keys.get_mut(k) {
+            Some(d) => d,
+            None => self.keys.entry(k.into()).or_default(),
+        };
+        if add {
+            d.add(doc)
+        } else {
+            d.remove(doc)
         }
-        // just inserted when absent
-        self.keys.get_mut(k).expect("present")
     }
 }
 
@@ -261,7 +319,7 @@ impl DimDelta {
 pub(crate) struct PostingsDelta {
     dims: Vec<Option<DimDelta>>,
     live: Delta,
-    arena: (Vec<u8>, Vec<usize>, Vec<u8>, Vec<usize>),
+    bufs: (KeyBuf, KeyBuf),
 }
 
 impl PostingsDelta {
@@ -273,7 +331,7 @@ impl PostingsDelta {
                 .map(|d| has_postings(&d.kind).then(DimDelta::default))
                 .collect(),
             live: Delta::default(),
-            arena: Default::default(),
+            bufs: (KeyBuf::new(), KeyBuf::new()),
         }
     }
 
@@ -295,7 +353,7 @@ impl PostingsDelta {
             Some(_) => self.live.add(doc),
             None => self.live.remove(doc),
         }
-        let (oa, oe, na, ne) = &mut self.arena;
+        let (ob, nb) = &mut self.bufs;
         for (di, dd) in self.dims.iter_mut().enumerate() {
             let Some(dd) = dd else { continue };
             let before = old.and_then(|v| v.get(di)).and_then(|v| v.as_ref());
@@ -303,9 +361,10 @@ impl PostingsDelta {
             if before == after {
                 continue;
             }
-            match after {
-                Some(_) => dd.has.add(doc),
-                None => dd.has.remove(doc),
+            match (before, after) {
+                (None, Some(_)) => dd.has.add(doc),
+                (Some(_), None) => dd.has.remove(doc),
+                _ => {}
             }
             for (v, sign) in [(before, -1i64), (after, 1)] {
                 if let Some(IndexedValue::Text(fields)) = v {
@@ -320,37 +379,36 @@ impl PostingsDelta {
                     }
                 }
             }
-            oa.clear();
-            oe.clear();
-            na.clear();
-            ne.clear();
+            ob.arena.clear();
+            ob.spans.clear();
+            nb.arena.clear();
+            nb.spans.clear();
             if let Some(v) = before {
-                keys(v, oa, oe);
+                ob.fill(v);
             }
             if let Some(v) = after {
-                keys(v, na, ne);
+                nb.fill(v);
             }
-            let slice = |e: &[usize], i: usize| (if i == 0 { 0 } else { e[i - 1] })..e[i];
             // merge walk over the two sorted key lists
             let (mut i, mut j) = (0, 0);
-            while i < oe.len() || j < ne.len() {
-                let ko = (i < oe.len()).then(|| &oa[slice(oe, i)]);
-                let kn = (j < ne.len()).then(|| &na[slice(ne, j)]);
+            while i < ob.len() || j < nb.len() {
+                let ko = (i < ob.len()).then(|| ob.get(i));
+                let kn = (j < nb.len()).then(|| nb.get(j));
                 match (ko, kn) {
                     (Some(a), Some(b)) if a == b => {
                         i += 1;
                         j += 1;
                     }
                     (Some(a), Some(b)) if a < b => {
-                        dd.key(a).remove(doc);
+                        dd.change(a, doc, false);
                         i += 1;
                     }
                     (Some(a), None) => {
-                        dd.key(a).remove(doc);
+                        dd.change(a, doc, false);
                         i += 1;
                     }
                     (_, Some(b)) => {
-                        dd.key(b).add(doc);
+                        dd.change(b, doc, true);
                         j += 1;
                     }
                     (None, None) => break,
@@ -366,7 +424,7 @@ impl PostingsDelta {
         live: &Arc<RoaringBitmap>,
     ) -> (Postings, Arc<RoaringBitmap>) {
         let mut live = live.clone();
-        if !self.live.add.is_empty() || !self.live.remove.is_empty() {
+        if !self.live.is_empty() {
             self.live.apply(Arc::make_mut(&mut live));
         }
         let next: Vec<Option<Arc<DimPostings>>> = self
@@ -377,8 +435,7 @@ impl PostingsDelta {
                 let (Some(delta), Some(cur)) = (delta, cur) else {
                     return cur.clone();
                 };
-                if delta.keys.is_empty() && delta.has.add.is_empty() && delta.has.remove.is_empty()
-                {
+                if delta.keys.is_empty() && delta.has.is_empty() {
                     return Some(cur.clone());
                 }
                 let mut p: DimPostings = (**cur).clone();
@@ -399,10 +456,12 @@ impl PostingsDelta {
                                 p.map.remove(&k);
                             }
                         }
-                        None if !d.add.is_empty() => {
-                            p.map.insert(k, Arc::new(d.add));
+                        None => {
+                            let (add, _) = d.resolve();
+                            if !add.is_empty() {
+                                p.map.insert(k, Arc::new(add));
+                            }
                         }
-                        None => {}
                     }
                 }
                 Some(Arc::new(p))
@@ -441,7 +500,8 @@ mod tests {
             let words = ["a", "b", "c", "d", "e"];
             let mut post = empty(&d);
             let mut live = Arc::new(RoaringBitmap::new());
-            let mut docs: HashMap<u32, Vec<Option<IndexedValue>>> = HashMap::new();
+            let mut docs: std::collections::HashMap<u32, Vec<Option<IndexedValue>>> =
+                std::collections::HashMap::new();
             for step in steps {
                 let mut delta = PostingsDelta::new(&d);
                 for (doc, val) in step {

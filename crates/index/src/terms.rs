@@ -50,7 +50,17 @@ pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
 }
 
 /// Adds `+1` for terms only in `new`, `-1` for terms only in `old` (both sorted).
-pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut HashMap<Box<str>, i64>) {
+/// Adds `by` to `term`'s delta; the key is allocated only for a new term.
+fn bump(deltas: &mut crate::FastMap<Box<str>, i64>, term: &str, by: i64) {
+    match deltas.get_mut(term) {
+        Some(d) => *d += by,
+        None => {
+            deltas.insert(term.into(), by);
+        }
+    }
+}
+
+pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut crate::FastMap<Box<str>, i64>) {
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         let ord = match (old.get(i), new.get(j)) {
@@ -60,11 +70,11 @@ pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut HashMap<Box<st
         };
         match ord {
             std::cmp::Ordering::Less => {
-                *deltas.entry(old[i].into()).or_default() -= 1;
+                bump(deltas, old[i], -1);
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
-                *deltas.entry(new[j].into()).or_default() += 1;
+                bump(deltas, new[j], 1);
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
@@ -159,7 +169,11 @@ impl TermDict {
     }
 
     /// A dictionary with `deltas` applied, changes tagged with `generation`.
-    pub fn with_changes(&self, deltas: HashMap<Box<str>, i64>, generation: u64) -> TermDict {
+    pub fn with_changes(
+        &self,
+        deltas: impl IntoIterator<Item = (Box<str>, i64)>,
+        generation: u64,
+    ) -> TermDict {
         let mut overlay = self.overlay.clone();
         for (term, d) in deltas {
             if d == 0 {

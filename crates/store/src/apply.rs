@@ -36,9 +36,9 @@ struct Plan<'a> {
 }
 
 /// A change to the item set, reported to the caller (the index) as it is applied.
-pub enum ItemChange<'a> {
-    Upsert(&'a str, &'a Record),
-    Delete(&'a str),
+pub enum ItemChange {
+    Upsert(String, Record),
+    Delete(String),
     /// Every item is deleted (reset).
     Clear,
 }
@@ -205,7 +205,7 @@ impl Store {
                 for id in gone {
                     items.remove(id.as_str()).map_err(db_err)?;
                     counts.deleted += 1;
-                    on_change(ItemChange::Delete(&id))?;
+                    on_change(ItemChange::Delete(id))?;
                 }
             }
             summary.actions
@@ -386,14 +386,14 @@ fn apply_action(
         }
     };
     let mut put = |items: &mut Table<&str, &[u8]>,
-                   id: &str,
-                   rec: &Record,
+                   id: String,
+                   rec: Record,
                    counts: &mut Counts|
      -> Result<()> {
         scratch.clear();
-        encode_record(rec, scratch);
+        encode_record(&rec, scratch);
         let existed = items
-            .insert(id, scratch.as_slice())
+            .insert(id.as_str(), scratch.as_slice())
             .map_err(db_err)?
             .is_some();
         if existed {
@@ -404,10 +404,10 @@ fn apply_action(
         on_change(ItemChange::Upsert(id, rec))
     };
     match action {
-        Action::Set { id, record } => put(items, &id, &record, counts),
+        Action::Set { id, record } => put(items, id, record, counts),
         Action::Add { id } => {
             if load(items, &id)?.is_none() {
-                put(items, &id, &Record::new(), counts)?;
+                put(items, id, Record::new(), counts)?;
             }
             Ok(())
         }
@@ -416,7 +416,7 @@ fn apply_action(
             for (k, v) in record.0 {
                 merge_into(&mut rec, k, v);
             }
-            put(items, &id, &rec, counts)
+            put(items, id, rec, counts)
         }
         Action::RemoveFrom { id, what } => {
             let Some(mut rec) = load(items, &id)? else {
@@ -435,13 +435,13 @@ fn apply_action(
                     }
                 }
             }
-            put(items, &id, &rec, counts)
+            put(items, id, rec, counts)
         }
         Action::Remove { id } => {
             let existed = items.remove(id.as_str()).map_err(db_err)?.is_some();
             if existed {
                 counts.deleted += 1;
-                on_change(ItemChange::Delete(&id))?;
+                on_change(ItemChange::Delete(id))?;
             }
             Ok(())
         }
