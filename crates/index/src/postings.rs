@@ -136,7 +136,17 @@ impl KeyBuf {
         }
     }
 
+    /// The keys of `value`, sorted and distinct.
     fn fill(&mut self, value: &IndexedValue) {
+        self.fill_unsorted(value);
+        let arena = &self.arena;
+        let key = |s: &(u32, u32)| &arena[s.0 as usize..s.1 as usize];
+        self.spans.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        self.spans.dedup_by(|a, b| key(a) == key(b));
+    }
+
+    /// The keys of `value` in value order, repeats included.
+    fn fill_unsorted(&mut self, value: &IndexedValue) {
         self.arena.clear();
         self.spans.clear();
         let (arena, spans) = (&mut self.arena, &mut self.spans);
@@ -160,10 +170,6 @@ impl KeyBuf {
             }),
             IndexedValue::Ints(_) | IndexedValue::Doubles(_) => {}
         }
-        let arena = &self.arena;
-        let key = |s: &(u32, u32)| &arena[s.0 as usize..s.1 as usize];
-        self.spans.sort_unstable_by(|a, b| key(a).cmp(key(b)));
-        self.spans.dedup_by(|a, b| key(a) == key(b));
     }
 
     fn len(&self) -> usize {
@@ -219,10 +225,13 @@ pub(crate) fn build(
                         }
                     }
                 }
-                kb.fill(v);
+                // documents come in ascending order: a repeated key of this document
+                // is the last entry of its list already
+                kb.fill_unsorted(v);
                 for i in 0..kb.len() {
                     let k = kb.get(i);
                     match map.get_mut(k) {
+                        Some(list) if list.last() == Some(&n) => {}
                         Some(list) => list.push(n),
                         None => {
                             map.insert(k.into(), vec![n]);

@@ -8,6 +8,8 @@
 //! in the background (the engine decides). Queries never see a stale frequency.
 
 use std::collections::HashMap;
+
+use crate::FastMap;
 use std::sync::{Arc, OnceLock};
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
@@ -38,6 +40,15 @@ pub fn has_terms(kind: &DimensionKind) -> bool {
 }
 
 /// The distinct terms of one indexed value, sorted.
+/// Every term of a value, repeats included.
+fn each_term<'a>(v: Option<&'a IndexedValue>, mut f: impl FnMut(&'a str)) {
+    match v {
+        Some(IndexedValue::Strings(s)) => s.iter().for_each(|t| f(t)),
+        Some(IndexedValue::Text(fields)) => fields.iter().flatten().for_each(|t| f(t)),
+        _ => {}
+    }
+}
+
 pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
     let mut out: Vec<&str> = match v {
         Some(IndexedValue::Strings(s)) => s.iter().map(String::as_str).collect(),
@@ -49,7 +60,6 @@ pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
     out
 }
 
-/// Adds `+1` for terms only in `new`, `-1` for terms only in `old` (both sorted).
 /// Adds `by` to `term`'s delta; the key is allocated only for a new term.
 fn bump(deltas: &mut crate::FastMap<Box<str>, i64>, term: &str, by: i64) {
     match deltas.get_mut(term) {
@@ -60,6 +70,7 @@ fn bump(deltas: &mut crate::FastMap<Box<str>, i64>, term: &str, by: i64) {
     }
 }
 
+/// Adds `+1` for terms only in `new`, `-1` for terms only in `old` (both sorted).
 pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut crate::FastMap<Box<str>, i64>) {
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
@@ -119,8 +130,11 @@ impl TermDict {
         }
     }
 
-    /// Builds from term counts (any order).
-    pub fn from_counts(counts: HashMap<&str, u32>, generation: u64) -> TermDict {
+    /// Builds from term counts (any order, each term once).
+    pub fn from_counts<'a>(
+        counts: impl IntoIterator<Item = (&'a str, u32)>,
+        generation: u64,
+    ) -> TermDict {
         let mut v: Vec<(&str, u32)> = counts.into_iter().collect();
         v.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
         let (base, splits) = build_fst(
@@ -370,32 +384,47 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
             let counts = snap
                 .chunks()
                 .par_iter()
-                .fold(HashMap::<&str, u32>::new, |mut acc, chunk| {
-                    for doc in chunk.docs.iter().flatten() {
-                        for t in value_terms(doc.values[di].as_ref()) {
-                            *acc.entry(t).or_default() += 1;
+                .enumerate()
+                // (documents, last document counted): a term counts once per document
+                // without sorting each document's terms
+                .fold(
+                    FastMap::<&str, (u32, u32)>::default,
+                    |mut acc, (c, chunk)| {
+                        for (i, doc) in chunk.docs.iter().enumerate() {
+                            let Some(doc) = doc else { continue };
+                            let n = (c * crate::CHUNK + i) as u32;
+                            each_term(doc.values[di].as_ref(), |t| {
+                                let e = acc.entry(t).or_insert((0, u32::MAX));
+                                if e.1 != n {
+                                    *e = (e.0 + 1, n);
+                                }
+                            });
                         }
-                    }
-                    acc
-                })
-                .reduce(HashMap::new, |mut a, b| {
+                        acc
+                    },
+                )
+                .reduce(FastMap::default, |mut a, b| {
                     if a.len() < b.len() {
                         return merge_counts(b, a);
                     }
                     merge_counts(std::mem::take(&mut a), b)
                 });
-            Some(Arc::new(TermDict::from_counts(counts, snap.generation)))
+            Some(Arc::new(TermDict::from_counts(
+                counts.into_iter().map(|(t, (n, _))| (t, n)),
+                snap.generation,
+            )))
         })
         .collect();
     Arc::new(dicts)
 }
 
 fn merge_counts<'a>(
-    mut into: HashMap<&'a str, u32>,
-    from: HashMap<&'a str, u32>,
-) -> HashMap<&'a str, u32> {
-    for (k, n) in from {
-        *into.entry(k).or_default() += n;
+    mut into: FastMap<&'a str, (u32, u32)>,
+    from: FastMap<&'a str, (u32, u32)>,
+) -> FastMap<&'a str, (u32, u32)> {
+    // the two sides counted different documents
+    for (k, (n, _)) in from {
+        into.entry(k).or_insert((0, u32::MAX)).0 += n;
     }
     into
 }
@@ -406,7 +435,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn dict(words: &[(&str, u32)]) -> TermDict {
-        TermDict::from_counts(words.iter().copied().collect(), 0)
+        TermDict::from_counts(words.iter().copied().collect::<HashMap<_, _>>(), 0)
     }
 
     fn near(d: &TermDict, t: &str, max: u8, tr: bool) -> Vec<(String, u8, u32)> {
@@ -470,7 +499,13 @@ mod tests {
         let words: Vec<String> = (0..150_000u32)
             .map(|i| format!("{}{:05}", ["ab", "ac", "bd", "zz"][(i % 4) as usize], i / 4))
             .collect();
-        let d = TermDict::from_counts(words.iter().map(|w| (w.as_str(), 1)).collect(), 0);
+        let d = TermDict::from_counts(
+            words
+                .iter()
+                .map(|w| (w.as_str(), 1))
+                .collect::<HashMap<_, _>>(),
+            0,
+        );
         assert_eq!(d.splits.len(), RANGES - 1);
         let mut queries: Vec<String> = d
             .splits
