@@ -159,7 +159,7 @@ impl ChunkCols {
 
     /// Document `i`'s value in dimension `dim`; `None` when it must be read from the row
     /// (no column for the dimension, or several values).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, dim: usize, i: usize) -> Option<ColValue> {
         match self.dims.get(dim)?.as_ref()? {
             Col::Num { v, multi, .. } => {

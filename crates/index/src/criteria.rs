@@ -496,6 +496,7 @@ pub fn numeric_closeness(d: f64, s: f64) -> f64 {
 impl Leaf {
     /// The relevance rules of §7.2 for one item, from its column value when the chunk
     /// has one, else from its row.
+    #[inline]
     pub fn eval(&self, item: &ItemRef<'_>, ctx: &EvalCtx) -> Outcome {
         let Some(dim) = self.dim else {
             return Outcome {
