@@ -77,7 +77,7 @@ fn leaf_survivors(
         // an iso step rounds distances down by less than one step
         narrow(within(
             post,
-            reference.only_points()?,
+            &reference.boxes(),
             c + iso.unwrap_or(0.0),
             *unit,
         )?);
@@ -125,12 +125,7 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             iso,
             unit,
             ..
-        } => within(
-            post,
-            reference.only_points()?,
-            exact + iso.unwrap_or(0.0),
-            *unit,
-        ),
+        } => within(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit),
         Matcher::Text(t) => Some(t.matched().clone()),
         Matcher::Numeric { .. } => None,
     }
@@ -195,7 +190,7 @@ fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitmap {
 /// grid cells overlapping each point's bounding box on the sphere.
 fn within(
     post: &DimPostings,
-    points: &[(f64, f64)],
+    boxes: &[(f64, f64, f64, f64)],
     distance: f64,
     unit: Unit,
 ) -> Option<RoaringBitmap> {
@@ -205,18 +200,20 @@ fn within(
     // angular radius, widened for rounding
     let theta = (distance / unit.earth_radius()).to_degrees() * (1.0 + 1e-9) + 1e-9;
     let mut out = RoaringBitmap::new();
-    for &(lat, lon) in points {
-        let (lat_lo, lat_hi) = (lat - theta, lat + theta);
+    for &(lat0, lat1, lon0, lon1) in boxes {
+        let (lat_lo, lat_hi) = (lat0 - theta, lat1 + theta);
         if lat_lo <= -90.0 || lat_hi >= 90.0 || theta >= 90.0 {
             return None;
         }
-        // the widest longitude span of a spherical cap of radius theta around `lat`
-        let ratio = theta.to_radians().sin() / lat.to_radians().cos();
+        // the widest longitude span of a spherical cap of radius theta around any
+        // centre in the box: at the box's latitude farthest from the equator
+        let far = lat0.abs().max(lat1.abs());
+        let ratio = theta.to_radians().sin() / far.to_radians().cos();
         if ratio >= 1.0 {
             return None;
         }
         let dlon = ratio.asin().to_degrees() * (1.0 + 1e-9) + 1e-9;
-        let (lon_lo, lon_hi) = (lon - dlon, lon + dlon);
+        let (lon_lo, lon_hi) = (lon0 - dlon, lon1 + dlon);
         if lon_lo < -180.0 || lon_hi > 180.0 {
             return None; // crosses the antimeridian
         }
@@ -302,6 +299,19 @@ mod tests {
                 let mut o = json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0, "exactDistance": e});
                 if let Some(c) = c { o["cullDistance"] = json!(c); }
                 if let Some(s) = iso { o["isoRelevanceDistance"] = json!(s); }
+                o
+            }),
+            // a polygon or a line near the documents, as GeoJSON placemarks
+            (prop::collection::vec((39.5f64..40.5, -75.5f64..-74.5), 3..5), any::<bool>(), 0.0f64..60.0, prop::option::of(0.0f64..80.0)).prop_map(|(pts, polygon, e, c)| {
+                let mut ring: Vec<J> = pts.iter().map(|(la, lo)| json!([lo, la])).collect();
+                let geometry = if polygon {
+                    ring.push(ring[0].clone());
+                    json!({"type": "Polygon", "coordinates": [ring]})
+                } else {
+                    json!({"type": "LineString", "coordinates": ring})
+                };
+                let mut o = json!({"dimension": "g", "placemarks": geometry, "exactDistance": e});
+                if let Some(c) = c { o["cullDistance"] = json!(c); }
                 o
             }),
             (-60i64..60, prop::option::of(1i64..30), prop::option::of(1.0f64..20.0)).prop_map(|(x, width, nd)| {

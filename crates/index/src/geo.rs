@@ -75,6 +75,39 @@ impl GeoRef {
         !self.polygons.is_empty() && self.points.is_empty() && self.lines.is_empty()
     }
 
+    /// Latitude/longitude boxes `(lat_lo, lat_hi, lon_lo, lon_hi)` holding the nearest
+    /// point of the reference to any place: each point alone, and each line's and
+    /// polygon's vertex box (`polyline_distance` measures to a point interpolated between
+    /// two vertices in latitude and longitude, and `inside` holds only places within the
+    /// rings' box).
+    pub(crate) fn boxes(&self) -> Vec<(f64, f64, f64, f64)> {
+        let vertex_box = |rings: &mut dyn Iterator<Item = &Ring>| {
+            let mut b = (
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            );
+            for &(lat, lon) in rings.flatten() {
+                b = (b.0.min(lat), b.1.max(lat), b.2.min(lon), b.3.max(lon));
+            }
+            b
+        };
+        let mut out: Vec<(f64, f64, f64, f64)> = self
+            .points
+            .iter()
+            .map(|&(la, lo)| (la, la, lo, lo))
+            .collect();
+        out.extend(
+            self.lines
+                .iter()
+                .map(|l| vertex_box(&mut std::iter::once(l))),
+        );
+        out.extend(self.polygons.iter().map(|p| vertex_box(&mut p.iter())));
+        out.retain(|b| b.0 <= b.1 && b.2 <= b.3);
+        out
+    }
+
     /// The reference's points when it has nothing else (lines, polygons).
     pub fn only_points(&self) -> Option<&[(f64, f64)]> {
         (self.lines.is_empty() && self.polygons.is_empty()).then_some(self.points.as_slice())
