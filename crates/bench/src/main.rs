@@ -234,6 +234,8 @@ fn main() -> anyhow::Result<()> {
 
     // query classes
     let mut classes: Vec<(String, Vec<f64>)> = Vec::new();
+    // (class, body) of every /ws/query replayed, for the in-process replay below
+    let mut replayed: Vec<(usize, serde_json::Value)> = Vec::new();
     let file = std::fs::File::open(ds.join("queries.jsonl"))?;
     for line in std::io::BufReader::new(file).lines() {
         let mut q: serde_json::Value = serde_json::from_str(&line?)?;
@@ -262,8 +264,12 @@ fn main() -> anyhow::Result<()> {
         let ms = t.elapsed().as_secs_f64() * 1e3;
         if s == 200 {
             classes[pos].1.push(ms);
+            if class != "didyoumean" {
+                replayed.push((pos, body));
+            }
         }
     }
+    let class_names: Vec<String> = classes.iter().map(|(c, _)| c.clone()).collect();
     let target = |c: &str| match c {
         "exact" => "p50 <= 1 ms, p99 <= 5 ms",
         "rank" | "geo" => "p50 <= 5 ms, p99 <= 20 ms",
@@ -320,6 +326,39 @@ fn main() -> anyhow::Result<()> {
         "<= 5 s",
     );
     engine.stop();
+
+    // The same queries in this process, without HTTP: what the engine itself takes.
+    let local = discern_engine::Engine::open(
+        discern_engine::Config {
+            data_dir: data.clone(),
+            ..Default::default()
+        },
+        true,
+    )?;
+    local.populate(&mut local.lock_writer_blocking())?;
+    let mut local_times: Vec<Vec<f64>> = vec![Vec::new(); class_names.len()];
+    for (class, body) in &replayed {
+        let t = Instant::now();
+        if discern_engine::query_response(&local, body).is_ok() {
+            local_times[*class].push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for (class, mut times) in class_names.iter().zip(local_times) {
+        if times.is_empty() {
+            continue;
+        }
+        times.sort_by(f64::total_cmp);
+        row(
+            &format!("query class {class} ({} queries, in-process)", times.len()),
+            format!(
+                "p50 {:.2} / p99 {:.2} ms",
+                percentile(&times, 0.5),
+                percentile(&times, 0.99)
+            ),
+            target(class),
+        );
+    }
+    drop(local);
     if args.work.is_none() {
         let _ = std::fs::remove_dir_all(&work);
     }
