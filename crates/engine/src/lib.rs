@@ -32,6 +32,13 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 const INDEX_BATCH: usize = 256;
 const INDEX_QUEUE: usize = 16;
 
+/// What an apply sends its index thread.
+enum ToIndex {
+    Batch(Vec<ItemChange>),
+    /// Answer once every batch before this one is indexed.
+    Flushed(std::sync::mpsc::SyncSender<()>),
+}
+
 pub use discern_store;
 
 /// Counters the statistics and metrics read (SPEC §4 counters).
@@ -260,12 +267,19 @@ impl Engine {
             // of an apply use two cores.
             let index = &mut guard.index;
             let (run_result, b) = std::thread::scope(|scope| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ItemChange>>(INDEX_QUEUE);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<ToIndex>(INDEX_QUEUE);
                 let indexer = std::thread::Builder::new()
                     .name("apply-index".into())
                     .spawn_scoped(scope, move || {
                         let mut b = index.begin(&base);
-                        for batch in rx {
+                        for msg in rx {
+                            let batch = match msg {
+                                ToIndex::Batch(batch) => batch,
+                                ToIndex::Flushed(ack) => {
+                                    let _ = ack.send(());
+                                    continue;
+                                }
+                            };
                             // extraction (text analysis above all) across cores, then the
                             // batch in order
                             let values: Vec<Option<(DocValues, u64)>> = batch
@@ -285,6 +299,7 @@ impl Engine {
                                     (ItemChange::Delete(id), _) => b.delete(&id),
                                     (ItemChange::Clear, _) => b.clear(),
                                     (ItemChange::Upsert(id, rec), None) => b.upsert(&id, &rec),
+                                    (ItemChange::Flush, _) => {}
                                 }
                             }
                         }
@@ -294,22 +309,35 @@ impl Engine {
                 let mut batch = Vec::with_capacity(INDEX_BATCH);
                 let stopped = || Error::Internal("the index thread stopped".into());
                 let result = run(&self.store, &mut |ch| {
+                    if let ItemChange::Flush = ch {
+                        // The store commits only once the index has taken every change:
+                        // if the index thread died, the apply is aborted, not half done.
+                        let rest = std::mem::take(&mut batch);
+                        if !rest.is_empty() {
+                            tx.send(ToIndex::Batch(rest)).map_err(|_| stopped())?;
+                        }
+                        let (ack, done) = std::sync::mpsc::sync_channel(1);
+                        tx.send(ToIndex::Flushed(ack)).map_err(|_| stopped())?;
+                        return done.recv().map_err(|_| stopped());
+                    }
                     batch.push(ch);
                     if batch.len() == INDEX_BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(INDEX_BATCH));
-                        tx.send(full).map_err(|_| stopped())?;
+                        tx.send(ToIndex::Batch(full)).map_err(|_| stopped())?;
                     }
                     Ok(())
                 });
-                let flushed = if batch.is_empty() {
-                    Ok(())
-                } else {
-                    tx.send(batch).map_err(|_| stopped())
-                };
+                // changes after the last flush (a store path that does not commit)
+                let result = result.and_then(|o| {
+                    if !batch.is_empty() {
+                        tx.send(ToIndex::Batch(std::mem::take(&mut batch)))
+                            .map_err(|_| stopped())?;
+                    }
+                    Ok(o)
+                });
                 drop(tx);
-                // a panic in the indexer surfaces here as an error, never a partial index
                 let b = indexer.join().map_err(|_| stopped())?;
-                Ok::<_, Error>((result.and_then(|o| flushed.map(|_| o)), b))
+                Ok::<_, Error>((result, b))
             })?;
             outcome = run_result?;
             if matches!(outcome, ApplyOutcome::Applied { .. }) {

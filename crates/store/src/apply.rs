@@ -41,6 +41,9 @@ pub enum ItemChange {
     Delete(String),
     /// Every item is deleted (reset).
     Clear,
+    /// Every change has been handed over and the transaction is about to commit: an
+    /// error now aborts it (e.g. the index could not take the changes).
+    Flush,
 }
 
 #[derive(Debug)]
@@ -214,6 +217,8 @@ impl Store {
             txn.abort().map_err(db_err)?;
             return Ok(ApplyOutcome::Empty);
         }
+        // dropping the transaction and the log writer on an error undoes both
+        on_change(ItemChange::Flush)?;
         let staged = log.finish()?;
         if let Some((md5, length)) = expect {
             if staged.md5 != md5 || staged.length != length {
