@@ -488,14 +488,20 @@ pub fn evaluate(
             }
         });
     }
-    if want != Want::All {
-        hits.par_sort_unstable_by(default_order);
-    }
     let exact_count = hits.iter().filter(|h| h.exact).count();
     let total = hits.len();
     let matched = collect.then(|| Matched::of_hits(&hits));
-    if let Some(k) = top_k {
-        hits.truncate(k);
+    match top_k {
+        // only the first k are wanted in order: select them, then sort those
+        Some(k) if k < hits.len() => {
+            if k > 0 {
+                hits.select_nth_unstable_by(k - 1, default_order);
+            }
+            hits.truncate(k);
+            hits.par_sort_unstable_by(default_order);
+        }
+        _ if want != Want::All => hits.par_sort_unstable_by(default_order),
+        _ => {}
     }
     Results {
         hits,
