@@ -593,3 +593,150 @@ pub fn compute_drill_down(snap: &Snapshot, matched: &Matched, reqs: &[DrillDown]
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{evaluate, Filter, Want};
+    use crate::{parse_query, IndexWriter};
+    use discern_model::{Record, Value};
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    const DIMS: &[u8] = b"<dimensions>
+      <dimension id='m' type='mutex'><element id='x'/><element id='y'/></dimension>
+      <dimension id='t' type='tree'>
+        <element id='A'><element id='A1'/><element id='A2'/></element>
+        <element id='B'><element id='B1'/></element>
+      </dimension>
+      <dimension id='k' type='keyword'/>
+      <dimension id='w' type='keyword'/>
+      <dimension id='n' type='integer'>
+        <element id='neg' value='[,0)'/><element id='small' value='[0,10)'/><element id='big' value='[10,]'/>
+      </dimension>
+    </dimensions>";
+
+    /// (mutex element, tree elements, few-valued keywords, many-valued keywords, numbers)
+    type DocSpec = (Option<usize>, Vec<usize>, Vec<usize>, Vec<usize>, Vec<i64>);
+
+    fn doc_spec() -> impl Strategy<Value = DocSpec> {
+        (
+            prop::option::of(0usize..2),
+            prop::collection::vec(0usize..5, 0..3),
+            prop::collection::vec(0usize..3, 0..3),
+            prop::collection::vec(0usize..60, 0..3),
+            prop::collection::vec(-20i64..30, 0..3),
+        )
+    }
+
+    fn snapshot(docs: &[DocSpec]) -> Snapshot {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        for (i, (m, t, k, wv, n)) in docs.iter().enumerate() {
+            let mut r = Vec::new();
+            let mut put = |name: &str, v: String| r.push((name.to_string(), Value::Str(v)));
+            if let Some(m) = m {
+                put("m", ["x", "y"][*m].into());
+            }
+            t.iter()
+                .for_each(|e| put("t", ["A", "A1", "A2", "B", "B1"][*e].into()));
+            k.iter().for_each(|x| put("k", format!("k{x}")));
+            wv.iter().for_each(|x| put("w", format!("w{x}")));
+            n.iter().for_each(|x| put("n", x.to_string()));
+            b.upsert(&format!("d{i:03}"), &Record(r));
+        }
+        b.commit()
+    }
+
+    /// Bucket counts read from every counted document's row: the plain definition the
+    /// postings and columns must agree with.
+    fn counted_from_rows(snap: &Snapshot, di: usize, docs: &[u32]) -> (Counts, Option<(f64, f64)>) {
+        let dim = &snap.dims.dims[di];
+        let mut counts = Counts::new();
+        let mut bounds: Option<(f64, f64)> = None;
+        for &d in docs {
+            let Some(v) = snap.doc(d).and_then(|d| d.values[di].as_ref()) else {
+                continue;
+            };
+            let mut ids: Vec<String> = Vec::new();
+            match (&dim.kind, v) {
+                (DimensionKind::Tree(set), IndexedValue::Elements(es)) => {
+                    for &e in es {
+                        let mut cur = Some(e);
+                        while let Some(c) = cur {
+                            ids.push(set.elements[c as usize].id.clone());
+                            cur = set.elements[c as usize].parent;
+                        }
+                    }
+                }
+                (kind, IndexedValue::Elements(es)) => {
+                    let set = kind.elements().unwrap();
+                    ids.extend(es.iter().map(|&e| set.elements[e as usize].id.clone()));
+                }
+                (_, IndexedValue::Strings(s)) => ids.extend(s.iter().cloned()),
+                (DimensionKind::Numeric(spec), IndexedValue::Ints(xs)) => {
+                    for &x in xs {
+                        let x = x as f64;
+                        bounds = Some(bounds.map_or((x, x), |(a, b)| (a.min(x), b.max(x))));
+                    }
+                    for r in &spec.ranges {
+                        if xs.iter().any(|&x| r.interval.contains(x as f64)) {
+                            ids.push(r.id.clone());
+                        }
+                    }
+                }
+                _ => {}
+            }
+            ids.sort();
+            ids.dedup();
+            for id in ids {
+                *counts.entry(id).or_default() += 1;
+            }
+        }
+        (counts, bounds)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Facet counts from postings and columns equal counts read from the rows, for
+        /// every dimension type and both keyword strategies (postings for few keys, rows
+        /// for many).
+        #[test]
+        fn counts_equal_rows(
+            docs in prop::collection::vec(doc_spec(), 1..80),
+            pick in prop::collection::vec(any::<bool>(), 80),
+        ) {
+            let snap = snapshot(&docs);
+            let chosen: Vec<u32> = (0..docs.len() as u32).filter(|&d| pick[d as usize]).collect();
+            let counted = Counted::of(chosen.clone());
+            for di in 0..snap.dims.len() {
+                let got = bucket_counts(&snap, &snap.dims.dims[di], di, &counted);
+                prop_assert_eq!(got, counted_from_rows(&snap, di, &chosen), "dimension {}", di);
+            }
+        }
+
+        /// The doc numbers a top-k evaluation collects are those of every result.
+        #[test]
+        fn top_k_matched_is_every_result(
+            docs in prop::collection::vec(doc_spec(), 1..80),
+            k in 0usize..5,
+            tree in 0usize..5,
+        ) {
+            let snap = snapshot(&docs);
+            let body = serde_json::json!({"criteria": [
+                {"dimension": "t", "id": (["A", "A1", "A2", "B", "B1"][tree])},
+                {"dimension": "k", "value": "k1"}
+            ]});
+            let filter = Filter { items: None, not_items: None, exact_only: false };
+            let mut q = parse_query(&body, &snap.dims, 100).unwrap();
+            let all = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
+            let top = evaluate(&snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
+            let m = top.matched.unwrap();
+            let want = Matched::of_hits(&all.hits);
+            prop_assert_eq!((&m.exact, &m.other), (&want.exact, &want.other));
+            prop_assert_eq!(top.hits.len(), k.min(all.hits.len()));
+        }
+    }
+}

@@ -517,6 +517,45 @@ mod tests {
         Value::Str(x.into())
     }
 
+    /// Every change reaches the callback before the commit, which is announced by
+    /// `Flush`; an error there aborts the apply: no item, no listing, no log file.
+    #[test]
+    fn flush_error_aborts_the_apply() {
+        let (d, s) = store();
+        let mut seen = Vec::new();
+        let r = s.apply_changeset(
+            ChangesetType::Delta,
+            "<changeset><set-item id='a'/><remove-item id='b'/></changeset>".as_bytes(),
+            &mut |ch| {
+                seen.push(match ch {
+                    ItemChange::Upsert(id, _) => format!("upsert {id}"),
+                    ItemChange::Delete(id) => format!("delete {id}"),
+                    ItemChange::Clear => "clear".into(),
+                    ItemChange::Flush => {
+                        return Err(Error::Internal("the index refused".into()));
+                    }
+                });
+                Ok(())
+            },
+        );
+        assert!(r.is_err());
+        assert_eq!(seen, ["upsert a"]);
+        assert!(s.get("a").unwrap().is_none());
+        assert!(s.list(true).unwrap().is_empty());
+        let files: Vec<_> = std::fs::read_dir(d.path().join("changesets"))
+            .unwrap()
+            .collect();
+        assert!(files.is_empty(), "{files:?}");
+        // the same changeset with a willing callback applies
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><set-item id='a'/></changeset>",
+        )
+        .unwrap();
+        assert!(s.get("a").unwrap().is_some());
+    }
+
     #[test]
     fn actions_and_types() {
         let (_d, s) = store();
