@@ -144,6 +144,19 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A query class's p50 / p99 (`sorted`: latencies in ms, ascending).
+fn latency_row(class: &str, how: &str, sorted: &[f64], target: &str) {
+    row(
+        &format!("query class {class} ({} queries, {how})", sorted.len()),
+        format!(
+            "p50 {:.2} / p99 {:.2} ms",
+            percentile(sorted, 0.5),
+            percentile(sorted, 0.99)
+        ),
+        target,
+    );
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -288,15 +301,7 @@ fn main() -> anyhow::Result<()> {
             );
             continue;
         }
-        row(
-            &format!("query class {class} ({} queries, over HTTP)", times.len()),
-            format!(
-                "p50 {:.2} / p99 {:.2} ms",
-                percentile(&times, 0.5),
-                percentile(&times, 0.99)
-            ),
-            target(&class),
-        );
+        latency_row(&class, "over HTTP", &times, target(&class));
     }
 
     let t = Instant::now();
@@ -348,15 +353,7 @@ fn main() -> anyhow::Result<()> {
             continue;
         }
         times.sort_by(f64::total_cmp);
-        row(
-            &format!("query class {class} ({} queries, in-process)", times.len()),
-            format!(
-                "p50 {:.2} / p99 {:.2} ms",
-                percentile(&times, 0.5),
-                percentile(&times, 0.99)
-            ),
-            target(class),
-        );
+        latency_row(class, "in-process", &times, target(class));
     }
     drop(local);
     if args.work.is_none() {

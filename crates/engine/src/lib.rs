@@ -32,6 +32,49 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 const INDEX_BATCH: usize = 256;
 const INDEX_QUEUE: usize = 16;
 
+/// The index thread of an apply: takes every batch into `b`, in order, extracting the
+/// batch's values across the rayon pool first (text analysis above all).
+fn index_changes<'w>(
+    mut b: discern_index::Builder<'w>,
+    base: &Snapshot,
+    rx: std::sync::mpsc::Receiver<ToIndex>,
+) -> discern_index::Builder<'w> {
+    enum Indexed {
+        Upsert(String, DocValues, u64),
+        Delete(String),
+        Clear,
+    }
+    for msg in rx {
+        let batch = match msg {
+            ToIndex::Batch(batch) => batch,
+            ToIndex::Flushed(ack) => {
+                let _ = ack.send(());
+                continue;
+            }
+        };
+        let indexed: Vec<Indexed> = batch
+            .into_par_iter()
+            .filter_map(|ch| match ch {
+                ItemChange::Upsert(id, rec) => {
+                    let (values, errors) = index_values(&base.dims, &rec);
+                    Some(Indexed::Upsert(id, values, errors))
+                }
+                ItemChange::Delete(id) => Some(Indexed::Delete(id)),
+                ItemChange::Clear => Some(Indexed::Clear),
+                ItemChange::Flush => None,
+            })
+            .collect();
+        for ch in indexed {
+            match ch {
+                Indexed::Upsert(id, values, errors) => b.upsert_values(&id, values, errors),
+                Indexed::Delete(id) => b.delete(&id),
+                Indexed::Clear => b.clear(),
+            }
+        }
+    }
+    b
+}
+
 /// What an apply sends its index thread.
 enum ToIndex {
     Batch(Vec<ItemChange>),
@@ -270,41 +313,7 @@ impl Engine {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<ToIndex>(INDEX_QUEUE);
                 let indexer = std::thread::Builder::new()
                     .name("apply-index".into())
-                    .spawn_scoped(scope, move || {
-                        let mut b = index.begin(&base);
-                        for msg in rx {
-                            let batch = match msg {
-                                ToIndex::Batch(batch) => batch,
-                                ToIndex::Flushed(ack) => {
-                                    let _ = ack.send(());
-                                    continue;
-                                }
-                            };
-                            // extraction (text analysis above all) across cores, then the
-                            // batch in order
-                            let values: Vec<Option<(DocValues, u64)>> = batch
-                                .par_iter()
-                                .map(|ch| match ch {
-                                    ItemChange::Upsert(_, rec) => {
-                                        Some(index_values(&base.dims, rec))
-                                    }
-                                    _ => None,
-                                })
-                                .collect();
-                            for (ch, v) in batch.into_iter().zip(values) {
-                                match (ch, v) {
-                                    (ItemChange::Upsert(id, _), Some((values, errors))) => {
-                                        b.upsert_values(&id, values, errors)
-                                    }
-                                    (ItemChange::Delete(id), _) => b.delete(&id),
-                                    (ItemChange::Clear, _) => b.clear(),
-                                    (ItemChange::Upsert(id, rec), None) => b.upsert(&id, &rec),
-                                    (ItemChange::Flush, _) => {}
-                                }
-                            }
-                        }
-                        b
-                    })
+                    .spawn_scoped(scope, move || index_changes(index.begin(&base), &base, rx))
                     .map_err(|e| Error::Internal(format!("cannot start the index thread: {e}")))?;
                 let mut batch = Vec::with_capacity(INDEX_BATCH);
                 let stopped = || Error::Internal("the index thread stopped".into());

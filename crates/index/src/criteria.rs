@@ -596,7 +596,6 @@ impl Leaf {
         let Some(value) = value else {
             return (self.null_exact, self.null_rel);
         };
-        let excluded = |r: f64| (false, r);
         match (&self.matcher, value) {
             (Matcher::Has, _) => (true, self.exact_rel),
             (
@@ -609,7 +608,7 @@ impl Leaf {
             ) => keyword_rule(self.exact_rel, values.is_empty(), holding, excluding, doc),
             (Matcher::Keyword { values, not, .. }, IndexedValue::Strings(item)) => {
                 if item.iter().any(|v| not.contains(v)) {
-                    return excluded(0.0);
+                    return (false, 0.0);
                 }
                 if values.is_empty() || item.iter().any(|v| values.contains(v)) {
                     (true, self.exact_rel)

@@ -207,20 +207,13 @@ impl TopK {
 impl Results {
     /// Per top-level criterion (exact, relevance) of one result (`explain`).
     pub fn explain(&self, snap: &Snapshot, criteria: &[Criterion], doc: u32) -> Vec<(bool, f64)> {
-        let Some(d) = snap.doc(doc) else {
+        let Some(item) = snap.item(doc) else {
             return Vec::new();
         };
         criteria
             .iter()
             .map(|c| {
-                let o = c.eval(
-                    &ItemRef {
-                        doc: d,
-                        n: doc,
-                        cols: None,
-                    },
-                    &self.ctx,
-                );
+                let o = c.eval(&item, &self.ctx);
                 (o.exact, o.r)
             })
             .collect()
@@ -340,6 +333,32 @@ pub struct Filter<'a> {
     pub exact_only: bool,
 }
 
+/// The items a query scores, in parallel: the narrowed candidates, else every chunk's
+/// documents (each with its chunk's columns).
+fn items<'s>(
+    snap: &'s Snapshot,
+    candidates: Option<&'s [u32]>,
+) -> impl ParallelIterator<Item = ItemRef<'s>> + 's {
+    match candidates {
+        Some(docs) => rayon::iter::Either::Left(
+            docs.par_chunks(4096)
+                .flat_map_iter(move |part| part.iter().filter_map(move |&n| snap.item(n))),
+        ),
+        None => rayon::iter::Either::Right(snap.chunks().par_iter().enumerate().flat_map_iter(
+            move |(c, chunk)| {
+                let cols = snap.chunk_cols(c);
+                chunk.docs.iter().enumerate().filter_map(move |(i, slot)| {
+                    Some(ItemRef {
+                        doc: slot.as_ref()?,
+                        n: (c * crate::CHUNK + i) as u32,
+                        cols: cols.map(|cols| (cols, i)),
+                    })
+                })
+            },
+        )),
+    }
+}
+
 /// Evaluates `criteria` for every item of `snap`.
 pub fn evaluate(
     snap: &Snapshot,
@@ -383,53 +402,18 @@ pub fn evaluate(
         Want::All | Want::Sorted => (None, false),
     };
     if let (Some(k), false) = (top_k, has_text) {
-        let offer = |mut top: TopK, item: ItemRef<'_>| {
-            let (doc, n) = (item.doc, item.n);
-            if let Some((exact, r)) = outcome(item) {
-                top.offer(n, doc, exact, r);
-            }
-            top
-        };
-        let top = match &candidates {
-            Some(docs) => docs
-                .par_chunks(4096)
-                .fold(
-                    || TopK::new(k, collect),
-                    |top, part| {
-                        part.iter().fold(top, |top, &n| match snap.item(n) {
-                            Some(item) => offer(top, item),
-                            None => top,
-                        })
-                    },
-                )
-                .reduce(|| TopK::new(k, collect), TopK::merge),
-            None => snap
-                .chunks()
-                .par_iter()
-                .enumerate()
-                .fold(
-                    || TopK::new(k, collect),
-                    |top, (c, chunk)| {
-                        let cols = snap.chunk_cols(c);
-                        chunk
-                            .docs
-                            .iter()
-                            .enumerate()
-                            .fold(top, |top, (i, slot)| match slot {
-                                Some(doc) => offer(
-                                    top,
-                                    ItemRef {
-                                        doc,
-                                        n: (c * crate::CHUNK + i) as u32,
-                                        cols: cols.map(|cols| (cols, i)),
-                                    },
-                                ),
-                                None => top,
-                            })
-                    },
-                )
-                .reduce(|| TopK::new(k, collect), TopK::merge),
-        };
+        let top = items(snap, candidates.as_deref())
+            .fold(
+                || TopK::new(k, collect),
+                |mut top, item| {
+                    let (doc, n) = (item.doc, item.n);
+                    if let Some((exact, r)) = outcome(item) {
+                        top.offer(n, doc, exact, r);
+                    }
+                    top
+                },
+            )
+            .reduce(|| TopK::new(k, collect), TopK::merge);
         let hits: Vec<Hit> = top
             .heap
             .into_sorted_vec()
@@ -448,31 +432,12 @@ pub fn evaluate(
             ctx,
         };
     }
-    let hit = |item: ItemRef<'_>| {
-        let (doc, n) = (item.doc, item.n);
-        outcome(item).map(|(exact, r)| Hit::new(n, doc, exact, r))
-    };
-    let mut hits: Vec<Hit> = match &candidates {
-        Some(docs) => docs
-            .par_chunks(4096)
-            .flat_map_iter(|part| part.iter().filter_map(|&n| snap.item(n).and_then(&hit)))
-            .collect(),
-        None => snap
-            .chunks()
-            .par_iter()
-            .enumerate()
-            .flat_map_iter(|(c, chunk)| {
-                let cols = snap.chunk_cols(c);
-                chunk.docs.iter().enumerate().filter_map(move |(i, slot)| {
-                    hit(ItemRef {
-                        doc: slot.as_ref()?,
-                        n: (c * crate::CHUNK + i) as u32,
-                        cols: cols.map(|cols| (cols, i)),
-                    })
-                })
-            })
-            .collect(),
-    };
+    let mut hits: Vec<Hit> = items(snap, candidates.as_deref())
+        .filter_map(|item| {
+            let (doc, n) = (item.doc, item.n);
+            outcome(item).map(|(exact, r)| Hit::new(n, doc, exact, r))
+        })
+        .collect();
     // Now that culling is known, regrade text relevance (membership and exactness do
     // not change).
     for_each_text(criteria, &mut |t| {

@@ -136,9 +136,15 @@ impl KeyBuf {
         }
     }
 
-    /// The keys of `value`, sorted and distinct.
-    fn fill(&mut self, value: &IndexedValue) {
-        self.fill_unsorted(value);
+    /// The keys of `value` (none when absent), sorted and distinct.
+    fn fill(&mut self, value: Option<&IndexedValue>) {
+        match value {
+            Some(v) => self.fill_unsorted(v),
+            None => {
+                self.arena.clear();
+                self.spans.clear();
+            }
+        }
         let arena = &self.arena;
         let key = |s: &(u32, u32)| &arena[s.0 as usize..s.1 as usize];
         self.spans.sort_unstable_by(|a, b| key(a).cmp(key(b)));
@@ -388,16 +394,8 @@ impl PostingsDelta {
                     }
                 }
             }
-            ob.arena.clear();
-            ob.spans.clear();
-            nb.arena.clear();
-            nb.spans.clear();
-            if let Some(v) = before {
-                ob.fill(v);
-            }
-            if let Some(v) = after {
-                nb.fill(v);
-            }
+            ob.fill(before);
+            nb.fill(after);
             // merge walk over the two sorted key lists
             let (mut i, mut j) = (0, 0);
             while i < ob.len() || j < nb.len() {
