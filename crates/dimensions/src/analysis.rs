@@ -71,35 +71,43 @@ impl Analyzer {
     /// The analysed tokens of `text`, in order.
     pub fn tokens(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        self.for_each_token(text, |t| out.push(t));
+        self.for_each_token(text, |t| out.push(t.to_string()));
         out
     }
 
-    pub fn for_each_token(&self, text: &str, mut f: impl FnMut(String)) {
-        let mut emit = |raw: String| {
-            if raw.is_empty() || self.stop_words.contains(&raw) {
+    /// Calls `f` with each analysed token of `text`, in order. Tokens are built in two
+    /// reused buffers, so the only allocation per token is the stemmer's.
+    pub fn for_each_token(&self, text: &str, mut f: impl FnMut(&str)) {
+        let mut emit = |raw: &str| {
+            if raw.is_empty() || self.stop_words.contains(raw) {
                 return;
             }
             if self.stem {
-                f(stemmer().stem(&raw).into_owned());
+                f(&stemmer().stem(raw));
             } else {
                 f(raw);
             }
         };
+        let mut buf = String::new();
         match self.tokenizer {
             Tokenizer::Whitespace => {
                 for w in text.split_whitespace() {
-                    emit(fold(w));
+                    buf.clear();
+                    fold_into(w, &mut buf);
+                    emit(&buf);
                 }
             }
             Tokenizer::Standard => {
                 for w in text.unicode_words() {
-                    emit(fold(strip_possessive(w)));
+                    buf.clear();
+                    fold_into(strip_possessive(w), &mut buf);
+                    emit(&buf);
                 }
             }
             Tokenizer::WordDelimiter => {
+                let mut joined = String::new();
                 for chunk in text.split_whitespace() {
-                    word_delimiter(chunk, &mut emit);
+                    word_delimiter(chunk, &mut buf, &mut joined, &mut emit);
                 }
             }
         }
@@ -209,6 +217,16 @@ fn stemmer() -> &'static rust_stemmers::Stemmer {
 /// Lower-cases and folds accents (`É` → `e`).
 pub fn fold(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    fold_into(s, &mut out);
+    out
+}
+
+/// Appends `s` lower-cased and accent-folded to `out`.
+pub fn fold_into(s: &str, out: &mut String) {
+    if s.is_ascii() {
+        out.extend(s.bytes().map(|b| b.to_ascii_lowercase() as char));
+        return;
+    }
     for c in s.chars() {
         if c.is_ascii() {
             out.push(c.to_ascii_lowercase());
@@ -220,7 +238,6 @@ pub fn fold(s: &str) -> String {
             }
         }
     }
-    out
 }
 
 fn strip_possessive(w: &str) -> &str {
@@ -254,47 +271,56 @@ fn class(c: char) -> Class {
 
 /// Splits a whitespace-free chunk on non-alphanumerics, lower→upper case changes and
 /// letter↔digit changes; emits the parts and, when there are several, their join.
-fn word_delimiter(chunk: &str, emit: &mut impl FnMut(String)) {
+/// `buf` and `joined` are scratch buffers.
+fn word_delimiter(
+    chunk: &str,
+    buf: &mut String,
+    joined: &mut String,
+    emit: &mut impl FnMut(&str),
+) {
     let chunk = strip_possessive(chunk.trim_end_matches(|c: char| !c.is_alphanumeric()));
-    let mut parts: Vec<String> = Vec::new();
-    let mut cur = String::new();
+    joined.clear();
+    let mut parts = 0usize;
+    let mut part = |a: usize, b: usize| {
+        buf.clear();
+        fold_into(&chunk[a..b], buf);
+        emit(buf);
+        joined.push_str(buf);
+        parts += 1;
+    };
+    let mut start: Option<usize> = None;
     let mut prev = Class::Other;
-    for c in chunk.chars() {
+    for (i, c) in chunk.char_indices() {
         let k = class(c);
         if k == Class::Other {
-            if !cur.is_empty() {
-                parts.push(std::mem::take(&mut cur));
+            if let Some(s) = start.take() {
+                part(s, i);
             }
             prev = Class::Other;
             continue;
         }
-        let split = !cur.is_empty()
-            && matches!(
-                (prev, k),
-                (Class::Lower, Class::Upper)
-                    | (Class::Digit, Class::Lower | Class::Upper)
-                    | (Class::Lower | Class::Upper, Class::Digit)
-            );
-        if split {
-            parts.push(std::mem::take(&mut cur));
+        match start {
+            Some(s)
+                if matches!(
+                    (prev, k),
+                    (Class::Lower, Class::Upper)
+                        | (Class::Digit, Class::Lower | Class::Upper)
+                        | (Class::Lower | Class::Upper, Class::Digit)
+                ) =>
+            {
+                part(s, i);
+                start = Some(i);
+            }
+            Some(_) => {}
+            None => start = Some(i),
         }
-        cur.push(c);
         prev = k;
     }
-    if !cur.is_empty() {
-        parts.push(cur);
+    if let Some(s) = start {
+        part(s, chunk.len());
     }
-    let folded: Vec<String> = parts.iter().map(|p| fold(p)).collect();
-    let joined = if folded.len() > 1 {
-        Some(folded.concat())
-    } else {
-        None
-    };
-    for p in folded {
-        emit(p);
-    }
-    if let Some(j) = joined {
-        emit(j);
+    if parts > 1 {
+        emit(joined);
     }
 }
 

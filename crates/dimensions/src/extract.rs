@@ -2,6 +2,7 @@
 
 use discern_model::{Record, Value};
 
+use crate::strlist::{StrList, StrListBuilder};
 use crate::doc::{Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec};
 use crate::time::{format_iso, parse_time};
 use crate::zip;
@@ -10,30 +11,23 @@ use crate::zip;
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexedValue {
     /// keyword, groupBy (case folded when the dimension ignores case)
-    Strings(Vec<String>),
+    Strings(StrList),
     /// integer, long, time (epoch ms)
-    Ints(Vec<i64>),
-    Doubles(Vec<f64>),
+    Ints(Box<[i64]>),
+    Doubles(Box<[f64]>),
     /// (lat, lon)
-    Points(Vec<(f64, f64)>),
+    Points(Box<[(f64, f64)]>),
     /// tree, ordered, mutex: the elements the raw values tag directly
-    Elements(Vec<u32>),
-    /// text: analysed tokens per field, in the dimension's field order
-    Text(Vec<Vec<String>>),
+    Elements(Box<[u32]>),
+    /// text: analysed tokens, one group per field in the dimension's field order
+    Text(StrList),
 }
 
 impl IndexedValue {
     /// Text: every field's analysed tokens joined by single spaces (SPEC §6.4).
     pub fn joined_tokens(&self) -> Option<String> {
         match self {
-            IndexedValue::Text(fields) => Some(
-                fields
-                    .iter()
-                    .flatten()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
+            IndexedValue::Text(tokens) => Some(tokens.iter().collect::<Vec<_>>().join(" ")),
             _ => None,
         }
     }
@@ -45,7 +39,7 @@ impl IndexedValue {
             IndexedValue::Doubles(v) => v.is_empty(),
             IndexedValue::Points(v) => v.is_empty(),
             IndexedValue::Elements(v) => v.is_empty(),
-            IndexedValue::Text(f) => f.iter().all(|t| t.is_empty()),
+            IndexedValue::Text(t) => t.is_empty(),
         }
     }
 }
@@ -112,44 +106,40 @@ pub fn extract(dim: &Dimension, record: &Record) -> Extracted {
     let mut errors = 0u32;
     let value = match &dim.kind {
         DimensionKind::Keyword | DimensionKind::GroupBy => {
-            let mut out = Vec::new();
+            let mut out = StrListBuilder::default();
             key_values(&dim.keys, record, &mut |v| match v.scalar_text() {
                 Some(t) => {
                     let t = if dim.ignore_case {
-                        t.to_lowercase()
+                        std::borrow::Cow::Owned(t.to_lowercase())
                     } else {
-                        t.into_owned()
+                        t
                     };
                     if !out.contains(&t) {
-                        out.push(t);
+                        out.push(&t);
                     }
                 }
                 None => errors += 1,
             });
-            IndexedValue::Strings(out)
+            IndexedValue::Strings(out.finish())
         }
         DimensionKind::Text(spec) => {
-            let fields = spec
-                .fields
-                .iter()
-                .map(|field| {
-                    let mut toks = Vec::new();
-                    key_values(&field.keys, record, &mut |v| {
-                        if let Some(t) = v.scalar_text() {
-                            field.analyzer.for_each_token(&t, |tok| toks.push(tok));
-                        }
-                    });
-                    toks
-                })
-                .collect();
-            IndexedValue::Text(fields)
+            let mut toks = StrListBuilder::default();
+            for field in &spec.fields {
+                key_values(&field.keys, record, &mut |v| {
+                    if let Some(t) = v.scalar_text() {
+                        field.analyzer.for_each_token(&t, |tok| toks.push(tok));
+                    }
+                });
+                toks.end_group();
+            }
+            IndexedValue::Text(toks.finish())
         }
         DimensionKind::Numeric(spec) => extract_numeric(dim, spec, record, &mut errors),
         DimensionKind::Geo(spec) => {
-            IndexedValue::Points(extract_points(dim, spec, record, &mut errors))
+            IndexedValue::Points(extract_points(dim, spec, record, &mut errors).into())
         }
         DimensionKind::Tree(set) | DimensionKind::Ordered(set) | DimensionKind::Mutex(set) => {
-            IndexedValue::Elements(extract_elements(dim, set, record))
+            IndexedValue::Elements(extract_elements(dim, set, record).into())
         }
     };
     Extracted {
@@ -180,7 +170,7 @@ fn extract_numeric(
                     None => *errors += 1,
                 }
             });
-            IndexedValue::Doubles(out)
+            IndexedValue::Doubles(out.into())
         }
         _ => {
             let mut out = Vec::new();
@@ -209,7 +199,7 @@ fn extract_numeric(
                     None => *errors += 1,
                 }
             });
-            IndexedValue::Ints(out)
+            IndexedValue::Ints(out.into())
         }
     }
 }
@@ -329,7 +319,7 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
         }
     }
     match v {
-        IndexedValue::Strings(s) => one_or_many(s.iter().map(|x| J::String(x.clone())).collect()),
+        IndexedValue::Strings(s) => one_or_many(s.iter().map(|x| J::String(x.to_string())).collect()),
         IndexedValue::Ints(xs) => {
             let time = matches!(
                 &dim.kind,
@@ -367,7 +357,8 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
         IndexedValue::Text(fields) => match &dim.kind {
             DimensionKind::Text(spec) if !spec.single => {
                 let mut m = serde_json::Map::new();
-                for (f, toks) in spec.fields.iter().zip(fields) {
+                for (g, f) in spec.fields.iter().enumerate() {
+                    let toks: Vec<&str> = fields.group(g).collect();
                     if !toks.is_empty() {
                         m.insert(f.id.clone(), J::String(toks.join(" ")));
                     }
@@ -402,7 +393,7 @@ mod tests {
         let get = |dim: &str, r: &Record| extract(d.get(dim).unwrap(), r).value;
         assert_eq!(
             get("bedroom", &rec(&[("bedroom", s("3.0"))])),
-            Some(IndexedValue::Ints(vec![3]))
+            Some(IndexedValue::Ints([3].into()))
         );
         assert_eq!(get("bedroom", &rec(&[("bedroom", s("25"))])), None);
         assert_eq!(get("floor", &rec(&[("floor", s("0"))])), None);
@@ -411,12 +402,12 @@ mod tests {
                 "rooms",
                 &rec(&[("details", Value::Struct(vec![("rooms".into(), s("3"))]))])
             ),
-            Some(IndexedValue::Ints(vec![3]))
+            Some(IndexedValue::Ints([3].into()))
         );
         let g = get("geo", &rec(&[("geo", s("39.25,-75.5"))]));
-        assert_eq!(g, Some(IndexedValue::Points(vec![(39.25, -75.5)])));
+        assert_eq!(g, Some(IndexedValue::Points([(39.25, -75.5)].into())));
         let loc = get("location", &rec(&[("zip", s("10012"))]));
-        assert_eq!(loc, Some(IndexedValue::Points(vec![(40.7255, -73.9983)])));
+        assert_eq!(loc, Some(IndexedValue::Points([(40.7255, -73.9983)].into())));
         assert_eq!(
             get("location", &rec(&[("lat", s("95")), ("lng", s("1"))])),
             None
@@ -437,7 +428,7 @@ mod tests {
         let pn = get("propertyNames", &rec(&[("a", s("1")), ("b", s("2"))]));
         assert_eq!(
             pn,
-            Some(IndexedValue::Strings(vec!["a".into(), "b".into()]))
+            Some(IndexedValue::Strings(StrList::from_strs(["a", "b"])))
         );
     }
 }

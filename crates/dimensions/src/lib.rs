@@ -5,6 +5,7 @@ pub mod analysis;
 mod doc;
 pub mod extract;
 pub mod interval;
+pub mod strlist;
 pub mod time;
 pub mod zip;
 
@@ -16,3 +17,4 @@ pub use doc::{
 };
 pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
 pub use interval::Interval;
+pub use strlist::{StrList, StrListBuilder};

@@ -39,7 +39,7 @@ fn group_key(snap: &Snapshot, dim: usize, h: &Hit) -> (bool, String) {
         .and_then(|d| d.values.get(dim))
         .and_then(|v| v.as_ref());
     match v {
-        Some(IndexedValue::Strings(s)) if !s.is_empty() => (true, s[0].clone()),
+        Some(IndexedValue::Strings(s)) if !s.is_empty() => (true, s.get(0).to_string()),
         Some(other) => (true, to_json(&snap.dims.dims[dim], other).to_string()),
         None => (false, format!("\u{0}{}", h.id)),
     }
@@ -256,9 +256,12 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
                             if let Some(IndexedValue::Text(fields)) =
                                 doc.values.get(*di).and_then(|v| v.as_ref())
                             {
-                                if let Some(ft) = fields.get(*fi) {
-                                    toks.extend(qterms.iter().filter(|t| ft.contains(t)).cloned());
-                                }
+                                toks.extend(
+                                    qterms
+                                        .iter()
+                                        .filter(|t| fields.group(*fi).any(|x| x == t.as_str()))
+                                        .cloned(),
+                                );
                             }
                         }
                     }

@@ -282,10 +282,10 @@ fn bucket_counts(
                 {
                     Some(IndexedValue::Strings(s)) => s
                         .iter()
-                        .for_each(|x| *by.entry(x.as_str()).or_default() += 1),
+                        .for_each(|x| *by.entry(x).or_default() += 1),
                     Some(IndexedValue::Text(fields)) => {
                         tokens.clear();
-                        tokens.extend(fields.iter().flatten().map(String::as_str));
+                        tokens.extend(fields.iter());
                         tokens.sort_unstable();
                         tokens.dedup();
                         tokens.iter().for_each(|t| *by.entry(t).or_default() += 1);
@@ -674,7 +674,7 @@ mod tests {
                     let set = kind.elements().unwrap();
                     ids.extend(es.iter().map(|&e| set.elements[e as usize].id.clone()));
                 }
-                (_, IndexedValue::Strings(s)) => ids.extend(s.iter().cloned()),
+                (_, IndexedValue::Strings(s)) => ids.extend(s.iter().map(str::to_string)),
                 (DimensionKind::Numeric(spec), IndexedValue::Ints(xs)) => {
                     for &x in xs {
                         let x = x as f64;

@@ -249,13 +249,15 @@ impl Snapshot {
     }
 
     fn doc_bytes(d: &Doc) -> usize {
-        let mut total = 64 + d.id.len() + d.values.len() * 40;
+        let mut total =
+            64 + d.id.len() + d.values.len() * std::mem::size_of::<Option<IndexedValue>>();
         for v in d.values.iter().flatten() {
             total += match v {
-                IndexedValue::Strings(s) => s.iter().map(|x| x.len() + 24).sum(),
-                IndexedValue::Text(f) => f.iter().flatten().map(|x| x.len() + 24).sum(),
-                IndexedValue::Points(p) => p.len() * 16,
-                _ => 16,
+                IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes(),
+                IndexedValue::Points(p) => std::mem::size_of_val(&**p),
+                IndexedValue::Ints(x) => std::mem::size_of_val(&**x),
+                IndexedValue::Doubles(x) => std::mem::size_of_val(&**x),
+                IndexedValue::Elements(x) => std::mem::size_of_val(&**x),
             };
         }
         total

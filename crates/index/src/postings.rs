@@ -165,9 +165,9 @@ impl KeyBuf {
             IndexedValue::Strings(vs) => vs.iter().for_each(|v| push(&[v.as_bytes()])),
             IndexedValue::Elements(es) => es.iter().for_each(|e| push(&[&e.to_be_bytes()])),
             IndexedValue::Text(fields) => {
-                for (fi, toks) in fields.iter().enumerate() {
+                for fi in 0..fields.groups() {
                     let f = (fi as u16).to_be_bytes();
-                    toks.iter().for_each(|t| push(&[&f, t.as_bytes()]));
+                    fields.group(fi).for_each(|t| push(&[&f, t.as_bytes()]));
                 }
             }
             IndexedValue::Points(ps) => ps.iter().for_each(|&(la, lo)| {
@@ -221,12 +221,13 @@ pub(crate) fn build(
                 };
                 has.push(n);
                 if let IndexedValue::Text(fields) = v {
-                    if stats.len() < fields.len() {
-                        stats.resize(fields.len(), (0, 0));
+                    if stats.len() < fields.groups() {
+                        stats.resize(fields.groups(), (0, 0));
                     }
-                    for (fi, toks) in fields.iter().enumerate() {
-                        if !toks.is_empty() {
-                            stats[fi].0 += toks.len() as u64;
+                    for fi in 0..fields.groups() {
+                        let n = fields.group_range(fi).len();
+                        if n > 0 {
+                            stats[fi].0 += n as u64;
                             stats[fi].1 += 1;
                         }
                     }
@@ -383,12 +384,13 @@ impl PostingsDelta {
             }
             for (v, sign) in [(before, -1i64), (after, 1)] {
                 if let Some(IndexedValue::Text(fields)) = v {
-                    if dd.field_stats.len() < fields.len() {
-                        dd.field_stats.resize(fields.len(), (0, 0));
+                    if dd.field_stats.len() < fields.groups() {
+                        dd.field_stats.resize(fields.groups(), (0, 0));
                     }
-                    for (fi, toks) in fields.iter().enumerate() {
-                        if !toks.is_empty() {
-                            dd.field_stats[fi].0 += sign * toks.len() as i64;
+                    for fi in 0..fields.groups() {
+                        let n = fields.group_range(fi).len();
+                        if n > 0 {
+                            dd.field_stats[fi].0 += sign * n as i64;
                             dd.field_stats[fi].1 += sign;
                         }
                     }
@@ -491,7 +493,7 @@ mod tests {
     }
 
     fn kw(vs: &[&str]) -> Option<IndexedValue> {
-        (!vs.is_empty()).then(|| IndexedValue::Strings(vs.iter().map(|s| s.to_string()).collect()))
+        (!vs.is_empty()).then(|| IndexedValue::Strings(discern_dimensions::StrList::from_strs(vs)))
     }
 
     proptest! {

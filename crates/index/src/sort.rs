@@ -157,7 +157,7 @@ fn key_value(
             let mut it = s.iter();
             let first = it.next()?;
             let chosen = it.fold(first, |m, x| if (x > m) == descending { x } else { m });
-            Some(KeyVal::Str(chosen.clone()))
+            Some(KeyVal::Str(chosen.to_string()))
         }
         IndexedValue::Text(_) => v.joined_tokens().map(KeyVal::Str),
     }

@@ -44,15 +44,15 @@ pub fn has_terms(kind: &DimensionKind) -> bool {
 fn each_term<'a>(v: Option<&'a IndexedValue>, mut f: impl FnMut(&'a str)) {
     match v {
         Some(IndexedValue::Strings(s)) => s.iter().for_each(|t| f(t)),
-        Some(IndexedValue::Text(fields)) => fields.iter().flatten().for_each(|t| f(t)),
+        Some(IndexedValue::Text(fields)) => fields.iter().for_each(|t| f(t)),
         _ => {}
     }
 }
 
 pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
     let mut out: Vec<&str> = match v {
-        Some(IndexedValue::Strings(s)) => s.iter().map(String::as_str).collect(),
-        Some(IndexedValue::Text(fields)) => fields.iter().flatten().map(String::as_str).collect(),
+        Some(IndexedValue::Strings(s)) => s.iter().collect(),
+        Some(IndexedValue::Text(fields)) => fields.iter().collect(),
         _ => Vec::new(),
     };
     out.sort_unstable();

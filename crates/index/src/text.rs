@@ -168,14 +168,6 @@ impl TextMatcher {
         }))
     }
 
-    fn term_matches(&self, term_idx: usize, term: &str, token: &str) -> bool {
-        if self.prefix_last && term_idx + 1 == self.n_terms {
-            token.starts_with(term)
-        } else {
-            token == term
-        }
-    }
-
     /// Computes the text score of every item holding a query term: the postings give
     /// document frequencies and the matching documents; only those are scored, from
     /// their tokens, so that `eval` can grade against the best score.
@@ -219,29 +211,41 @@ impl TextMatcher {
         };
         let weights: Vec<f64> = df_any.iter().map(|&d| idf(d)).collect();
         let wsum: f64 = weights.iter().sum();
-        let per_doc = |toks: &[Vec<String>], fq: &FieldQuery, t: usize| -> u32 {
-            let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
-            toks.get(fq.index)
-                .map(|ts| ts.iter().filter(|x| self.term_matches(t, term, x)).count() as u32)
-                .unwrap_or(0)
-        };
+        let n_terms = self.n_terms;
         let score_doc = |doc: u32| -> Option<(u32, (bool, f64, f64))> {
             let Some(IndexedValue::Text(toks)) = snap.doc(doc)?.values.get(dim)?.as_ref() else {
                 return None;
             };
             let mut score = 0.0;
             // no allocation per item unless the query has more than 64 terms
-            let mut small = [false; 64];
-            let mut big = Vec::new();
-            let contained: &mut [bool] = if self.n_terms <= 64 {
-                &mut small[..self.n_terms]
+            let (mut small_c, mut small_tf) = ([false; 64], [0u32; 64]);
+            let (mut big_c, mut big_tf) = (Vec::new(), Vec::new());
+            let (contained, tf): (&mut [bool], &mut [u32]) = if n_terms <= 64 {
+                (&mut small_c[..n_terms], &mut small_tf[..n_terms])
             } else {
-                big.resize(self.n_terms, false);
-                &mut big
+                big_c.resize(n_terms, false);
+                big_tf.resize(n_terms, 0);
+                (&mut big_c, &mut big_tf)
             };
             let mut n_in = 0;
             for (fi, fq) in self.fields.iter().enumerate() {
-                let len = toks.get(fq.index).map(|t| t.len()).unwrap_or(0) as f64;
+                // one pass over the field's tokens counts every query term
+                tf.fill(0);
+                let mut len = 0usize;
+                for tok in toks.group(fq.index) {
+                    len += 1;
+                    let tok = tok.as_bytes();
+                    for (t, n) in tf.iter_mut().enumerate() {
+                        let term = fq.terms.get(t).map(String::as_bytes).unwrap_or_default();
+                        let hit = if self.prefix_last && t + 1 == n_terms {
+                            tok.starts_with(term)
+                        } else {
+                            tok == term
+                        };
+                        *n += hit as u32;
+                    }
+                }
+                let len = len as f64;
                 let (total_len, with_field) = stats[fi];
                 let avg = if with_field > 0 {
                     total_len as f64 / with_field as f64
@@ -251,7 +255,7 @@ impl TextMatcher {
                 let b = if fq.ignore_length { 0.0 } else { B };
                 let mut fs = 0.0;
                 for (t, ct) in contained.iter_mut().enumerate() {
-                    let tf = per_doc(toks, fq, t) as f64;
+                    let tf = tf[t] as f64;
                     if tf > 0.0 {
                         if !*ct {
                             n_in += 1;

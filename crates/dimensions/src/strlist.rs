@@ -1,0 +1,305 @@
+//! A list of strings in one allocation: the index holds every item's keyword values
+//! and text tokens this way, so that a token costs its bytes plus a 4-byte offset
+//! instead of a `String` (24 bytes plus an allocation of its own).
+
+use std::fmt;
+
+/// Strings back to back in one buffer, optionally split into consecutive groups (a
+/// text dimension's fields).
+///
+/// Layout (u32s little-endian): `[groups][group end × groups][len][end × len][bytes]`,
+/// where a group end is the index one past the group's last string and a string's end
+/// is its byte offset, within `bytes`, one past its last byte.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct StrList(Box<[u8]>);
+
+impl Default for StrList {
+    fn default() -> StrList {
+        StrListBuilder::default().finish()
+    }
+}
+
+#[inline]
+fn word(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+impl StrList {
+    pub fn from_strs<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> StrList {
+        let mut b = StrListBuilder::default();
+        for s in items {
+            b.push(s.as_ref());
+        }
+        b.finish()
+    }
+
+    #[inline]
+    fn groups_count(&self) -> usize {
+        word(&self.0, 0) as usize
+    }
+
+    /// Offset of the `len` word.
+    #[inline]
+    fn len_at(&self) -> usize {
+        4 + 4 * self.groups_count()
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        word(&self.0, self.len_at()) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Byte range of string `i` within the buffer.
+    #[inline]
+    fn span(&self, i: usize) -> (usize, usize) {
+        let len_at = self.len_at();
+        let n = word(&self.0, len_at) as usize;
+        let base = len_at + 4 + 4 * n;
+        let start = if i == 0 {
+            0
+        } else {
+            word(&self.0, len_at + 4 * i) as usize
+        };
+        let end = word(&self.0, len_at + 4 + 4 * i) as usize;
+        (base + start, base + end)
+    }
+
+    /// String `i`'s bytes (cheaper than `get` where bytes are compared).
+    #[inline]
+    pub fn bytes(&self, i: usize) -> &[u8] {
+        let (a, b) = self.span(i);
+        &self.0[a..b]
+    }
+
+    /// String `i`. Panics when `i >= len()`.
+    #[inline]
+    pub fn get(&self, i: usize) -> &str {
+        let bytes = self.bytes(i);
+        // SAFETY: the buffer is only ever built by `StrListBuilder`, which appends whole
+        // `&str`s to the byte region and records the offset after each one; a span is
+        // always between two recorded offsets, so it is exactly one appended `&str`,
+        // valid UTF-8. The field is private, so no other bytes can get in.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
+    pub fn iter(&self) -> Iter<'_> {
+        self.range(0..self.len())
+    }
+
+    /// The strings with indexes in `r` (which must be within `0..len()`).
+    fn range(&self, r: std::ops::Range<usize>) -> Iter<'_> {
+        let len_at = self.len_at();
+        let ends_at = len_at + 4;
+        let base = ends_at + 4 * self.len();
+        let start = if r.start == 0 || r.start >= r.end {
+            0
+        } else {
+            word(&self.0, ends_at + 4 * (r.start - 1)) as usize
+        };
+        Iter {
+            buf: &self.0,
+            ends_at,
+            base,
+            start,
+            next: r.start,
+            end: r.end,
+        }
+    }
+
+    /// Number of groups (0 for an ungrouped list).
+    pub fn groups(&self) -> usize {
+        self.groups_count()
+    }
+
+    /// Index range of group `g`'s strings (empty when there is no such group).
+    pub fn group_range(&self, g: usize) -> std::ops::Range<usize> {
+        if g >= self.groups_count() {
+            return 0..0;
+        }
+        let end = word(&self.0, 4 + 4 * g) as usize;
+        let start = if g == 0 {
+            0
+        } else {
+            word(&self.0, 4 * g) as usize
+        };
+        start..end
+    }
+
+    /// The strings of group `g`.
+    pub fn group(&self, g: usize) -> Iter<'_> {
+        self.range(self.group_range(g))
+    }
+
+    pub fn contains(&self, s: &str) -> bool {
+        (0..self.len()).any(|i| self.bytes(i) == s.as_bytes())
+    }
+
+    /// Bytes held on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl fmt::Debug for StrList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.groups() == 0 {
+            return f.debug_list().entries(self.iter()).finish();
+        }
+        f.debug_list()
+            .entries((0..self.groups()).map(|g| self.group(g).collect::<Vec<_>>()))
+            .finish()
+    }
+}
+
+/// The strings of a list (or of one group) in order; walks the offsets once.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    buf: &'a [u8],
+    /// Offset of the first end word.
+    ends_at: usize,
+    /// Offset of the byte region.
+    base: usize,
+    /// Byte offset (within the byte region) of the next string.
+    start: usize,
+    next: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a str;
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        if self.next >= self.end {
+            return None;
+        }
+        let e = word(self.buf, self.ends_at + 4 * self.next) as usize;
+        let bytes = &self.buf[self.base + self.start..self.base + e];
+        self.start = e;
+        self.next += 1;
+        // SAFETY: as in `StrList::get`: consecutive recorded offsets bound exactly one
+        // `&str` appended by the builder.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.end - self.next;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a StrList {
+    type Item = &'a str;
+    type IntoIter = Iter<'a>;
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// Builds a `StrList`; reusable (`finish` leaves it empty).
+#[derive(Default)]
+pub struct StrListBuilder {
+    group_ends: Vec<u32>,
+    ends: Vec<u32>,
+    bytes: Vec<u8>,
+}
+
+impl StrListBuilder {
+    pub fn push(&mut self, s: &str) {
+        self.bytes.extend_from_slice(s.as_bytes());
+        self.ends.push(self.bytes.len() as u32);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Whether a string equal to `s` was pushed since the last `finish`.
+    pub fn contains(&self, s: &str) -> bool {
+        let mut start = 0usize;
+        self.ends.iter().any(|&e| {
+            let hit = &self.bytes[start..e as usize] == s.as_bytes();
+            start = e as usize;
+            hit
+        })
+    }
+
+    /// Closes the current group: the strings pushed since the previous one.
+    pub fn end_group(&mut self) {
+        self.group_ends.push(self.ends.len() as u32);
+    }
+
+    pub fn finish(&mut self) -> StrList {
+        let mut out = Vec::with_capacity(
+            8 + 4 * (self.group_ends.len() + self.ends.len()) + self.bytes.len(),
+        );
+        out.extend_from_slice(&(self.group_ends.len() as u32).to_le_bytes());
+        for g in &self.group_ends {
+            out.extend_from_slice(&g.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.ends.len() as u32).to_le_bytes());
+        for e in &self.ends {
+            out.extend_from_slice(&e.to_le_bytes());
+        }
+        out.extend_from_slice(&self.bytes);
+        self.group_ends.clear();
+        self.ends.clear();
+        self.bytes.clear();
+        StrList(out.into_boxed_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn groups_and_strings_round_trip(groups in proptest::collection::vec(
+            proptest::collection::vec(".{0,6}", 0..5), 0..4)) {
+            let mut b = StrListBuilder::default();
+            for g in &groups {
+                for s in g {
+                    b.push(s);
+                }
+                b.end_group();
+            }
+            let l = b.finish();
+            let flat: Vec<&str> = groups.iter().flatten().map(String::as_str).collect();
+            prop_assert_eq!(l.len(), flat.len());
+            prop_assert_eq!(l.iter().collect::<Vec<_>>(), flat.clone());
+            prop_assert_eq!(l.groups(), groups.len());
+            for (g, want) in groups.iter().enumerate() {
+                prop_assert_eq!(l.group(g).collect::<Vec<_>>(), want.iter().map(String::as_str).collect::<Vec<_>>());
+            }
+            prop_assert_eq!(l.group(groups.len()).count(), 0);
+            for s in &flat {
+                prop_assert!(l.contains(s));
+            }
+            // the builder is empty again and reusable
+            prop_assert!(b.is_empty());
+            prop_assert_eq!(b.finish(), StrList::default());
+        }
+    }
+
+    #[test]
+    fn ungrouped() {
+        let l = StrList::from_strs(["a", "", "ünï"]);
+        assert_eq!(l.groups(), 0);
+        assert_eq!(l.get(2), "ünï");
+        assert_eq!(l.get(1), "");
+        assert!(!l.contains("b"));
+        assert_eq!(format!("{l:?}"), r#"["a", "", "ünï"]"#);
+    }
+}
