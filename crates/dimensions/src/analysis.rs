@@ -272,12 +272,7 @@ fn class(c: char) -> Class {
 /// Splits a whitespace-free chunk on non-alphanumerics, lower→upper case changes and
 /// letter↔digit changes; emits the parts and, when there are several, their join.
 /// `buf` and `joined` are scratch buffers.
-fn word_delimiter(
-    chunk: &str,
-    buf: &mut String,
-    joined: &mut String,
-    emit: &mut impl FnMut(&str),
-) {
+fn word_delimiter(chunk: &str, buf: &mut String, joined: &mut String, emit: &mut impl FnMut(&str)) {
     let chunk = strip_possessive(chunk.trim_end_matches(|c: char| !c.is_alphanumeric()));
     joined.clear();
     let mut parts = 0usize;

@@ -2,8 +2,8 @@
 
 use discern_model::{Record, Value};
 
-use crate::strlist::{StrList, StrListBuilder};
 use crate::doc::{Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec};
+use crate::strlist::{StrList, StrListBuilder};
 use crate::time::{format_iso, parse_time};
 use crate::zip;
 
@@ -319,7 +319,9 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
         }
     }
     match v {
-        IndexedValue::Strings(s) => one_or_many(s.iter().map(|x| J::String(x.to_string())).collect()),
+        IndexedValue::Strings(s) => {
+            one_or_many(s.iter().map(|x| J::String(x.to_string())).collect())
+        }
         IndexedValue::Ints(xs) => {
             let time = matches!(
                 &dim.kind,
@@ -407,7 +409,10 @@ mod tests {
         let g = get("geo", &rec(&[("geo", s("39.25,-75.5"))]));
         assert_eq!(g, Some(IndexedValue::Points([(39.25, -75.5)].into())));
         let loc = get("location", &rec(&[("zip", s("10012"))]));
-        assert_eq!(loc, Some(IndexedValue::Points([(40.7255, -73.9983)].into())));
+        assert_eq!(
+            loc,
+            Some(IndexedValue::Points([(40.7255, -73.9983)].into()))
+        );
         assert_eq!(
             get("location", &rec(&[("lat", s("95")), ("lng", s("1"))])),
             None

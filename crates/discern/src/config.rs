@@ -23,6 +23,7 @@ const KEYS: &[&str] = &[
     "max-changeset-bytes",
     "retain-snapshots",
     "queryable-while-replaying",
+    "store-cache",
 ];
 
 /// Parses a Java-style properties file: `key = value`, `key: value`, `#`/`!` comments.
@@ -97,6 +98,9 @@ impl Settings {
         }
         if let Some(v) = get("max-changeset-bytes") {
             c.max_changeset_bytes = parse_size(v)?;
+        }
+        if let Some(v) = get("store-cache") {
+            c.store_cache_bytes = parse_size(v)?;
         }
         if let Some(v) = get("retain-snapshots") {
             c.retain_snapshots = v

@@ -11,6 +11,8 @@ pub struct Config {
     pub admin_token: Option<String>,
     pub feed: Option<String>,
     pub feed_interval_ms: u64,
+    /// Memory the item store may use to cache its pages (the OS caches the file too).
+    pub store_cache_bytes: u64,
 }
 
 impl Default for Config {
@@ -24,6 +26,7 @@ impl Default for Config {
             admin_token: None,
             feed: None,
             feed_interval_ms: 300_000,
+            store_cache_bytes: 64 << 20,
         }
     }
 }

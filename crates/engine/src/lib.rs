@@ -31,6 +31,9 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 /// (bounds the memory an apply holds ahead of the index).
 const INDEX_BATCH: usize = 256;
 const INDEX_QUEUE: usize = 16;
+/// An apply changing at least this many items returns freed memory to the OS afterwards
+/// (`process::release_free_memory`): a bulk replaces whole chunks of the index.
+const TRIM_AFTER_ITEMS: u64 = 10_000;
 
 /// The index thread of an apply: takes every batch into `b`, in order, extracting the
 /// batch's values across the rayon pool first (text analysis above all).
@@ -139,7 +142,11 @@ pub const EMPTY_DIMENSIONS: &[u8] = b"<dimensions/>";
 impl Engine {
     /// Opens the data dir. The index is empty until `populate` has run.
     pub fn open(config: Config, indexing: bool) -> Result<Arc<Engine>> {
-        let store = Store::open(&config.data_dir, config.retain_snapshots)?;
+        let store = Store::open(
+            &config.data_dir,
+            config.retain_snapshots,
+            config.store_cache_bytes,
+        )?;
         let doc = store
             .read_dimensions()?
             .unwrap_or_else(|| EMPTY_DIMENSIONS.to_vec());
@@ -250,14 +257,19 @@ impl Engine {
         } else {
             snap.with_built_postings().with_built_terms()
         };
+        let (docs, postings, terms) = snap.estimated_bytes_parts();
         tracing::info!(
             items = snap.len(),
             ms = started.elapsed().as_millis() as u64,
+            documents_mb = docs >> 20,
+            postings_mb = postings >> 20,
+            dictionaries_mb = terms >> 20,
             "index built"
         );
         self.item_errors.store(writer.errors, Ordering::Relaxed);
         guard.index = writer;
         self.snapshot.store(Arc::new(snap));
+        process::release_free_memory();
         Ok(())
     }
 
@@ -353,11 +365,25 @@ impl Engine {
                 let snap = Arc::new(b.commit());
                 let merge = snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
                 let old = self.snapshot.swap(snap);
+                let big = match &outcome {
+                    ApplyOutcome::Applied {
+                        created,
+                        modified,
+                        deleted,
+                        ..
+                    } => created + modified + deleted >= TRIM_AFTER_ITEMS,
+                    _ => false,
+                };
                 // The documents this apply replaced are freed with the old snapshot (when
                 // no query holds it any more): not on the way to the 201.
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
-                    .spawn(move || drop(old));
+                    .spawn(move || {
+                        drop(old);
+                        if big {
+                            process::release_free_memory();
+                        }
+                    });
                 if merge {
                     self.merge_terms_in_background();
                 }
@@ -515,6 +541,15 @@ impl Engine {
             dimensions: g.dimensions.load(Ordering::Relaxed),
             items: g.items.load(Ordering::Relaxed),
             index_bytes: g.index_bytes.load(Ordering::Relaxed),
+            dictionary_terms: {
+                let snap = self.snapshot();
+                snap.dims
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, d)| Some((d.id.clone(), snap.term_dict(i)?.len() as u64)))
+                    .collect()
+            },
             created: c.created.load(Ordering::Relaxed),
             updated: c.modified.load(Ordering::Relaxed),
             deleted: c.deleted.load(Ordering::Relaxed),

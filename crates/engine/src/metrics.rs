@@ -248,6 +248,8 @@ pub struct EngineFigures {
     pub dimensions: u64,
     pub items: u64,
     pub index_bytes: u64,
+    /// (dimension, distinct terms) of every did-you-mean dictionary.
+    pub dictionary_terms: Vec<(String, u64)>,
     pub created: u64,
     pub updated: u64,
     pub deleted: u64,
@@ -754,6 +756,14 @@ fn render_engine(o: &mut Out, e: &EngineFigures) {
         e.index_bytes as f64,
     );
     o.family(
+        "engine_didyoumean_terms",
+        "gauge",
+        "Distinct terms in each dimension's did-you-mean dictionary (terms added since the last merge may count twice).",
+    );
+    for (dim, n) in &e.dictionary_terms {
+        o.sample("engine_didyoumean_terms", &[("dimension", dim)], *n as f64);
+    }
+    o.family(
         "engine_applied_changeset_action_total",
         "counter",
         "Items created, updated and deleted by applied changesets.",
@@ -882,6 +892,7 @@ mod tests {
                 dimensions: 1,
                 items: 2,
                 index_bytes: 3,
+                dictionary_terms: vec![("title".into(), 7)],
                 created: 0,
                 updated: 0,
                 deleted: 0,

@@ -159,6 +159,18 @@ pub fn heap_committed_bytes(in_use: u64) -> u64 {
     }
 }
 
+/// Returns the C allocator's free memory to the operating system. Building or
+/// replacing a whole index frees gigabytes of temporaries that glibc would otherwise
+/// keep resident.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists (it takes the
+    // arena locks itself) and takes a plain integer.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -280,9 +280,9 @@ fn bucket_counts(
                     .and_then(|d| d.values.get(di))
                     .and_then(|v| v.as_ref())
                 {
-                    Some(IndexedValue::Strings(s)) => s
-                        .iter()
-                        .for_each(|x| *by.entry(x).or_default() += 1),
+                    Some(IndexedValue::Strings(s)) => {
+                        s.iter().for_each(|x| *by.entry(x).or_default() += 1)
+                    }
                     Some(IndexedValue::Text(fields)) => {
                         tokens.clear();
                         tokens.extend(fields.iter());

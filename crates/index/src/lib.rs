@@ -7,6 +7,7 @@ mod columns;
 mod criteria;
 mod eval;
 mod facets;
+mod fuzzy;
 mod geo;
 pub mod postings;
 mod query;
@@ -232,6 +233,12 @@ impl Snapshot {
     /// spread evenly over the index and scaled to all of them, so that a scrape of a
     /// million-item index costs milliseconds, not seconds.
     pub fn estimated_bytes(&self) -> usize {
+        let (docs, postings, terms) = self.estimated_bytes_parts();
+        docs + postings + terms
+    }
+
+    /// `estimated_bytes` as (documents, postings, did-you-mean dictionaries).
+    pub fn estimated_bytes_parts(&self) -> (usize, usize, usize) {
         const SAMPLE: usize = 8192;
         let stride = (self.live / SAMPLE).max(1);
         let (mut sampled, mut bytes) = (0usize, 0usize);
@@ -240,12 +247,12 @@ impl Snapshot {
             bytes += Self::doc_bytes(d);
         }
         if sampled == 0 {
-            return 0;
+            return (0, 0, 0);
         }
         let slots = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Arc<Doc>>>();
         let terms: usize = self.terms.iter().flatten().map(|t| t.bytes()).sum();
         let postings: usize = self.postings.iter().flatten().map(|p| p.bytes()).sum();
-        slots + bytes / sampled * self.live + terms + postings
+        (slots + bytes / sampled * self.live, postings, terms)
     }
 
     fn doc_bytes(d: &Doc) -> usize {

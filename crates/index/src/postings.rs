@@ -224,11 +224,11 @@ pub(crate) fn build(
                     if stats.len() < fields.groups() {
                         stats.resize(fields.groups(), (0, 0));
                     }
-                    for fi in 0..fields.groups() {
+                    for (fi, st) in stats.iter_mut().enumerate().take(fields.groups()) {
                         let n = fields.group_range(fi).len();
                         if n > 0 {
-                            stats[fi].0 += n as u64;
-                            stats[fi].1 += 1;
+                            st.0 += n as u64;
+                            st.1 += 1;
                         }
                     }
                 }

@@ -14,7 +14,9 @@ use std::sync::{Arc, OnceLock};
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use fst::{IntoStreamer, Streamer};
-use levenshtein_automata::{Distance, LevenshteinAutomatonBuilder, DFA, SINK_STATE};
+use levenshtein_automata::{Distance, DFA, SINK_STATE};
+
+use crate::fuzzy::{builder, lev2, ExactThenLev, FirstHalfLev, Lev};
 use rayon::prelude::*;
 
 use crate::Snapshot;
@@ -25,9 +27,9 @@ pub const SYNC_MERGE_TERMS: usize = 50_000;
 pub const BACKGROUND_MERGE_TERMS: usize = 8_192;
 
 pub struct TermDict {
-    base: fst::Map<Vec<u8>>,
-    /// Keys splitting `base` into ranges of about equal size, searched in parallel.
-    splits: Vec<Vec<u8>>,
+    /// Shared by every dictionary derived from it until the next merge (an apply's
+    /// overlay change must not copy a million-term FST).
+    base: Arc<Base>,
     /// The snapshot generation `base` was built from.
     base_generation: u64,
     /// term → (document frequency now, generation of the change); 0 = gone.
@@ -41,10 +43,9 @@ pub fn has_terms(kind: &DimensionKind) -> bool {
 
 /// The distinct terms of one indexed value, sorted.
 /// Every term of a value, repeats included.
-fn each_term<'a>(v: Option<&'a IndexedValue>, mut f: impl FnMut(&'a str)) {
+fn each_term<'a>(v: Option<&'a IndexedValue>, f: impl FnMut(&'a str)) {
     match v {
-        Some(IndexedValue::Strings(s)) => s.iter().for_each(|t| f(t)),
-        Some(IndexedValue::Text(fields)) => fields.iter().for_each(|t| f(t)),
+        Some(IndexedValue::Strings(s)) | Some(IndexedValue::Text(s)) => s.iter().for_each(f),
         _ => {}
     }
 }
@@ -104,8 +105,29 @@ const PARALLEL_TERMS: usize = 100_000;
 /// Ranges a large dictionary is searched in (more than the cores, to balance them).
 const RANGES: usize = 16;
 
-/// The FST of `sorted` keys and the keys that split it into `RANGES` equal parts.
-fn build_fst(sorted: Vec<(Vec<u8>, u64)>) -> (fst::Map<Vec<u8>>, Vec<Vec<u8>>) {
+/// Dictionaries at least this large (and all ASCII) also keep their terms reversed, for
+/// the split search of long terms (`within_split`).
+const REVERSED_TERMS: usize = 100_000;
+/// Terms at least this long (in bytes) use the split search when it is available.
+const SPLIT_MIN_LEN: usize = 8;
+/// Longest term the split search takes (the automaton's key position is a usize; the
+/// bound only keeps absurd inputs on the plain path).
+const SPLIT_MAX_LEN: usize = 256;
+
+/// The immutable part of a dictionary.
+#[derive(Default)]
+struct Base {
+    map: fst::Map<Vec<u8>>,
+    /// Keys splitting `map` into ranges of about equal size, searched in parallel.
+    splits: Vec<Vec<u8>>,
+    /// Every term reversed (large all-ASCII dictionaries only).
+    reversed: Option<fst::Set<Vec<u8>>>,
+}
+
+/// The FST of `sorted` keys, the keys that split it into `RANGES` equal parts and, when
+/// `reversed` says so (or the dictionary is large) and every key is ASCII, the reversed
+/// keys.
+fn build_fst(sorted: Vec<(Vec<u8>, u64)>, reversed: bool) -> Base {
     let mut b = fst::MapBuilder::memory();
     let step = sorted.len() / RANGES;
     let mut splits = Vec::new();
@@ -117,14 +139,30 @@ fn build_fst(sorted: Vec<(Vec<u8>, u64)>) -> (fst::Map<Vec<u8>>, Vec<Vec<u8>>) {
         let _ = b.insert(k, *v);
     }
     let map = fst::Map::new(b.into_inner().unwrap_or_default()).unwrap_or_default();
-    (map, splits)
+    let reversed = ((reversed || sorted.len() >= REVERSED_TERMS)
+        && sorted.iter().all(|(k, _)| k.is_ascii()))
+    .then(|| {
+        let mut rev: Vec<Vec<u8>> = sorted
+            .into_iter()
+            .map(|(mut k, _)| {
+                k.reverse();
+                k
+            })
+            .collect();
+        rev.par_sort_unstable();
+        fst::Set::from_iter(rev).unwrap_or_default()
+    });
+    Base {
+        map,
+        splits,
+        reversed,
+    }
 }
 
 impl TermDict {
     pub fn empty(generation: u64) -> TermDict {
         TermDict {
-            base: fst::Map::default(),
-            splits: Vec::new(),
+            base: Arc::default(),
             base_generation: generation,
             overlay: HashMap::new(),
         }
@@ -135,16 +173,25 @@ impl TermDict {
         counts: impl IntoIterator<Item = (&'a str, u32)>,
         generation: u64,
     ) -> TermDict {
+        Self::build(counts, generation, false)
+    }
+
+    /// `from_counts`; `reversed` keeps the reversed terms whatever the size.
+    fn build<'a>(
+        counts: impl IntoIterator<Item = (&'a str, u32)>,
+        generation: u64,
+        reversed: bool,
+    ) -> TermDict {
         let mut v: Vec<(&str, u32)> = counts.into_iter().collect();
         v.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let (base, splits) = build_fst(
+        let base = build_fst(
             v.into_iter()
                 .map(|(k, n)| (k.as_bytes().to_vec(), n as u64))
                 .collect(),
+            reversed,
         );
         TermDict {
-            base,
-            splits,
+            base: Arc::new(base),
             base_generation: generation,
             overlay: HashMap::new(),
         }
@@ -154,10 +201,11 @@ impl TermDict {
         self.base_generation
     }
 
-    /// Bytes held: the FST, its split keys and the overlay (estimated per entry).
+    /// Bytes held: the FSTs, the split keys and the overlay (estimated per entry).
     pub fn bytes(&self) -> usize {
-        self.base.as_fst().size()
-            + self.splits.iter().map(|k| k.len() + 24).sum::<usize>()
+        self.base.map.as_fst().size()
+            + self.base.reversed.as_ref().map_or(0, |r| r.as_fst().size())
+            + self.base.splits.iter().map(|k| k.len() + 24).sum::<usize>()
             + self.overlay.keys().map(|k| k.len() + 48).sum::<usize>()
     }
 
@@ -167,7 +215,7 @@ impl TermDict {
 
     /// Distinct terms (approximate while the overlay holds new terms).
     pub fn len(&self) -> usize {
-        self.base.len() + self.overlay.len()
+        self.base.map.len() + self.overlay.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -178,7 +226,7 @@ impl TermDict {
     pub fn df(&self, term: &str) -> u32 {
         match self.overlay.get(term) {
             Some(&(n, _)) => n,
-            None => self.base.get(term).map(|n| n as u32).unwrap_or(0),
+            None => self.base.map.get(term).map(|n| n as u32).unwrap_or(0),
         }
     }
 
@@ -198,7 +246,6 @@ impl TermDict {
         }
         TermDict {
             base: self.base.clone(),
-            splits: self.splits.clone(),
             base_generation: self.base_generation,
             overlay,
         }
@@ -209,8 +256,8 @@ impl TermDict {
         let mut over: Vec<(&str, u32)> =
             self.overlay.iter().map(|(k, &(n, _))| (&**k, n)).collect();
         over.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.base.len() + over.len());
-        let mut stream = self.base.stream();
+        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.base.map.len() + over.len());
+        let mut stream = self.base.map.stream();
         let mut oi = 0;
         while let Some((k, v)) = stream.next() {
             while oi < over.len() && over[oi].0.as_bytes() < k {
@@ -233,10 +280,9 @@ impl TermDict {
                 out.push((k.as_bytes().to_vec(), n as u64));
             }
         }
-        let (base, splits) = build_fst(out);
+        let reversed = self.base.reversed.is_some();
         TermDict {
-            base,
-            splits,
+            base: Arc::new(build_fst(out, reversed)),
             base_generation: generation,
             overlay: HashMap::new(),
         }
@@ -257,7 +303,6 @@ impl TermDict {
             .collect();
         Some(TermDict {
             base: merged.base.clone(),
-            splits: merged.splits.clone(),
             base_generation: merged.base_generation,
             overlay,
         })
@@ -267,19 +312,59 @@ impl TermDict {
     /// `transpositions`), as (term, distance, document frequency), the term itself
     /// included when indexed.
     pub fn within(&self, term: &str, max: u8, transpositions: bool) -> Vec<(String, u8, u32)> {
-        let dfa = builder(max, transpositions).build_dfa(term);
-        // the key ranges between consecutive splits, searched in parallel
-        let bounds: Vec<KeyRange> = (0..=self.splits.len())
+        // the automaton costs more to build than the split search does to run, so it is
+        // built only where it is needed
+        let dfa = OnceLock::new();
+        let dfa = || dfa.get_or_init(|| builder(max, transpositions).build_dfa(term));
+        let split = self.base.reversed.as_ref().filter(|_| {
+            max == 2
+                && !transpositions
+                && term.is_ascii()
+                && (SPLIT_MIN_LEN..=SPLIT_MAX_LEN).contains(&term.len())
+        });
+        let mut out = match split {
+            Some(rev) => self.within_split(term.as_bytes(), rev),
+            None => self.within_scan(dfa()),
+        };
+        for (k, &(n, _)) in &self.overlay {
+            if n == 0 {
+                continue;
+            }
+            if split.is_some() && k.is_ascii() {
+                if let Some(d) = lev2(term.as_bytes(), k.as_bytes()) {
+                    out.push((k.to_string(), d, n));
+                }
+                continue;
+            }
+            let dfa = dfa();
+            let mut s = dfa.initial_state();
+            for &b in k.as_bytes() {
+                s = dfa.transition(s, b);
+                if s == SINK_STATE {
+                    break;
+                }
+            }
+            if let Distance::Exact(d) = dfa.distance(s) {
+                out.push((k.to_string(), d, n));
+            }
+        }
+        out
+    }
+
+    /// Base terms the automaton accepts, searched over the key ranges in parallel.
+    fn within_scan(&self, dfa: &DFA) -> Vec<(String, u8, u32)> {
+        let splits = &self.base.splits;
+        let bounds: Vec<KeyRange> = (0..=splits.len())
             .map(|i| {
                 (
-                    i.checked_sub(1).map(|j| self.splits[j].as_slice()),
-                    self.splits.get(i).map(Vec::as_slice),
+                    i.checked_sub(1).map(|j| splits[j].as_slice()),
+                    splits.get(i).map(Vec::as_slice),
                 )
             })
             .collect();
         let search = |(lo, hi): &KeyRange| {
             let mut found = Vec::new();
-            let mut q = self.base.search_with_state(Lev(&dfa));
+            let mut q = self.base.map.search_with_state(Lev(dfa));
             if let Some(lo) = lo {
                 q = q.ge(lo);
             }
@@ -300,60 +385,73 @@ impl TermDict {
             }
             found
         };
-        let mut out: Vec<(String, u8, u32)> = if bounds.len() > 1 {
+        if bounds.len() > 1 {
             bounds.par_iter().flat_map_iter(search).collect()
         } else {
             bounds.iter().flat_map(search).collect()
-        };
-        for (k, &(n, _)) in &self.overlay {
-            if n == 0 {
-                continue;
-            }
-            let mut s = dfa.initial_state();
-            for &b in k.as_bytes() {
-                s = dfa.transition(s, b);
-                if s == SINK_STATE {
-                    break;
-                }
-            }
-            if let Distance::Exact(d) = dfa.distance(s) {
-                out.push((k.to_string(), d, n));
-            }
         }
+    }
+
+    /// Base terms within 2 edits of an ASCII `term`, without walking every key within 2
+    /// edits of the term's first characters (the costly part of `within_scan` on a
+    /// dense dictionary). Split `term` = `q1` + `q2` at its middle: a key within 2
+    /// edits splits as `k1` + `k2` with d(k1, q1) + d(k2, q2) ≤ 2, so either
+    /// d(k1, q1) ≤ 1 (found walking the keys with `FirstHalfLev`), or d(k1, q1) = 2
+    /// and `k2` = `q2` (found walking the reversed keys that start with `q2`
+    /// reversed). Each candidate's distance is then taken by the full automaton.
+    fn within_split(&self, term: &[u8], reversed: &fst::Set<Vec<u8>>) -> Vec<(String, u8, u32)> {
+        let m = term.len() / 2;
+        let (q1, q2) = term.split_at(m);
+        let keep = |k: &[u8], out: &mut Vec<(String, u8, u32)>| {
+            let Ok(k) = std::str::from_utf8(k) else {
+                return;
+            };
+            if self.overlay.contains_key(k) {
+                return;
+            }
+            if let Some(d) = lev2(term, k.as_bytes()) {
+                let df = self.base.map.get(k).unwrap_or(0) as u32;
+                out.push((k.to_string(), d, df));
+            }
+        };
+        let (mut out, from_suffix) = rayon::join(
+            || {
+                let mut out = Vec::new();
+                let mut stream = self
+                    .base
+                    .map
+                    .search(FirstHalfLev { q: term, m })
+                    .into_stream();
+                while let Some((k, _)) = stream.next() {
+                    keep(k, &mut out);
+                }
+                out
+            },
+            || {
+                let rq2: Vec<u8> = q2.iter().rev().copied().collect();
+                let rq1: Vec<u8> = q1.iter().rev().copied().collect();
+                let rest = FirstHalfLev { q: &rq1, m: 0 };
+                let mut out = Vec::new();
+                let mut key = Vec::new();
+                let mut stream = reversed
+                    .search(ExactThenLev { prefix: &rq2, rest })
+                    .into_stream();
+                while let Some(rk) = stream.next() {
+                    key.clear();
+                    key.extend(rk.iter().rev());
+                    keep(&key, &mut out);
+                }
+                out
+            },
+        );
+        let seen: std::collections::HashSet<String> =
+            out.iter().map(|(k, _, _)| k.clone()).collect();
+        out.extend(
+            from_suffix
+                .into_iter()
+                .filter(|(k, _, _)| !seen.contains(k)),
+        );
         out
-    }
-}
-
-/// Levenshtein automaton builders are costly to make (they precompute the parametric
-/// tables) and cheap to use: one per (distance, transpositions), made once.
-fn builder(max: u8, transpositions: bool) -> &'static LevenshteinAutomatonBuilder {
-    static B: OnceLock<[LevenshteinAutomatonBuilder; 4]> = OnceLock::new();
-    let all = B.get_or_init(|| {
-        [
-            LevenshteinAutomatonBuilder::new(1, false),
-            LevenshteinAutomatonBuilder::new(1, true),
-            LevenshteinAutomatonBuilder::new(2, false),
-            LevenshteinAutomatonBuilder::new(2, true),
-        ]
-    });
-    &all[(max.clamp(1, 2) as usize - 1) * 2 + transpositions as usize]
-}
-
-struct Lev<'a>(&'a DFA);
-
-impl fst::Automaton for Lev<'_> {
-    type State = u32;
-    fn start(&self) -> u32 {
-        self.0.initial_state()
-    }
-    fn is_match(&self, s: &u32) -> bool {
-        matches!(self.0.distance(*s), Distance::Exact(_))
-    }
-    fn can_match(&self, s: &u32) -> bool {
-        *s != SINK_STATE
-    }
-    fn accept(&self, s: &u32, b: u8) -> u32 {
-        self.0.transition(*s, b)
     }
 }
 
@@ -506,8 +604,9 @@ mod tests {
                 .collect::<HashMap<_, _>>(),
             0,
         );
-        assert_eq!(d.splits.len(), RANGES - 1);
+        assert_eq!(d.base.splits.len(), RANGES - 1);
         let mut queries: Vec<String> = d
+            .base
             .splits
             .iter()
             .map(|k| String::from_utf8(k.clone()).unwrap())
@@ -555,6 +654,58 @@ mod tests {
                 prop_assert_eq!(d.df(t) as i64, *n);
                 prop_assert_eq!(m.df(t) as i64, *n);
             }
+        }
+
+        /// The split search (reversed terms kept) finds exactly the terms within 2 edits,
+        /// with their distances and frequencies, for terms long enough to use it; words
+        /// are drawn close to the query (same small alphabet, similar lengths, or the
+        /// query with a few edits) so that many are within the distance.
+        #[test]
+        fn split_search_finds_what_a_plain_count_finds(
+            q in "[ab1 ]{8,14}",
+            words in proptest::collection::vec("[ab1 ]{5,16}", 0..40),
+            edits in proptest::collection::vec(
+                proptest::collection::vec((0usize..16, 0u8..3, "[ab1 c]"), 0..4), 0..40),
+        ) {
+            let mut all: Vec<String> = words.clone();
+            for e in &edits {
+                let mut w: Vec<char> = q.chars().collect();
+                for (pos, kind, c) in e {
+                    let c = c.chars().next().unwrap();
+                    let p = pos % (w.len() + 1);
+                    match kind {
+                        0 => w.insert(p, c),
+                        1 if p < w.len() => { w.remove(p); }
+                        _ if p < w.len() => w[p] = c,
+                        _ => {}
+                    }
+                }
+                all.push(w.into_iter().collect());
+            }
+            all.retain(|w| !w.is_empty());
+            all.sort();
+            all.dedup();
+            let counts: HashMap<&str, u32> =
+                all.iter().enumerate().map(|(i, w)| (w.as_str(), i as u32 + 1)).collect();
+            // every other word arrives through the overlay
+            let (base, over): (Vec<_>, Vec<_>) =
+                counts.iter().map(|(w, n)| (*w, *n)).partition(|(w, _)| w.len() % 2 == 0);
+            let d = TermDict::build(base, 0, true).with_changes(
+                over.iter().map(|(w, n)| (Box::<str>::from(*w), *n as i64)),
+                1,
+            );
+            prop_assert!(d.base.reversed.is_some());
+            let mut got = d.within(&q, 2, false);
+            got.sort();
+            let mut want: Vec<(String, u8, u32)> = counts
+                .iter()
+                .filter_map(|(w, n)| {
+                    let dist = strsim::levenshtein(&q, w);
+                    (dist <= 2).then(|| (w.to_string(), dist as u8, *n))
+                })
+                .collect();
+            want.sort();
+            prop_assert_eq!(got, want);
         }
 
         /// Every term `within` returns is within the distance by a plain DP count.

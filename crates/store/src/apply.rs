@@ -505,7 +505,7 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(d.path(), 2).unwrap();
+        let s = Store::open(d.path(), 2, 8 << 20).unwrap();
         (d, s)
     }
 

@@ -37,11 +37,16 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed) the store in `dir`, removing orphaned changeset files.
-    pub fn open(dir: &Path, retain_snapshots: usize) -> Result<Store> {
+    /// `cache_bytes` bounds the item store's page cache (redb's default, 1 GiB, would
+    /// be most of the memory budget of a million-item engine).
+    pub fn open(dir: &Path, retain_snapshots: usize, cache_bytes: u64) -> Result<Store> {
         fs::create_dir_all(dir)?;
         let log_dir = dir.join("changesets");
         fs::create_dir_all(&log_dir)?;
-        let db = Database::create(dir.join("items.redb")).map_err(db_err)?;
+        let db = redb::Builder::new()
+            .set_cache_size(cache_bytes as usize)
+            .create(dir.join("items.redb"))
+            .map_err(db_err)?;
         {
             let txn = db.begin_write().map_err(db_err)?;
             txn.open_table(ITEMS).map_err(db_err)?;
