@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Parser;
 
+// the engine's allocator, so that the in-process figures are the engine's own
+#[global_allocator]
+static ALLOC: discern_engine::alloc::Counting = discern_engine::alloc::Counting;
+
 #[derive(Parser)]
 #[command(about = "Benchmark discern against the SPEC §16 targets")]
 struct Args {

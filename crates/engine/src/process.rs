@@ -143,31 +143,27 @@ pub fn threads_peak() -> u64 {
     THREADS_PEAK.load(Ordering::Relaxed)
 }
 
-/// Bytes the C allocator holds from the operating system (`committed` heap), where the
-/// C library can say; otherwise the bytes in use.
+/// Bytes the allocator holds from the operating system (`committed` heap), at least
+/// the bytes in use.
 pub fn heap_committed_bytes(in_use: u64) -> u64 {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value.
-        let mi = unsafe { libc::mallinfo2() };
-        let held = (mi.arena + mi.hblkhd) as u64;
-        held.max(in_use)
+    let mut commit = 0usize;
+    let mut ignored = [0usize; 7];
+    let [a, b, c, d, e, f, g] = &mut ignored;
+    // SAFETY: mi_process_info writes one usize through each pointer; every pointer is
+    // to a distinct live local.
+    unsafe {
+        libmimalloc_sys::mi_process_info(a, b, c, d, e, &mut commit, f, g);
     }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        in_use
-    }
+    (commit as u64).max(in_use)
 }
 
-/// Returns the C allocator's free memory to the operating system. Building or
-/// replacing a whole index frees gigabytes of temporaries that glibc would otherwise
-/// keep resident.
+/// Returns the allocator's free memory to the operating system. Building or replacing
+/// a whole index frees gigabytes of temporaries the allocator would otherwise keep
+/// for a while.
 pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists (it takes the
-    // arena locks itself) and takes a plain integer.
+    // SAFETY: mi_collect takes a plain bool and only walks mimalloc's own heaps.
     unsafe {
-        libc::malloc_trim(0);
+        libmimalloc_sys::mi_collect(true);
     }
 }
 

@@ -331,6 +331,10 @@ impl TermDict {
                 continue;
             }
             if split.is_some() && k.is_ascii() {
+                // the distance is at least the difference in length
+                if k.len().abs_diff(term.len()) > 2 {
+                    continue;
+                }
                 if let Some(d) = lev2(term.as_bytes(), k.as_bytes()) {
                     out.push((k.to_string(), d, n));
                 }
