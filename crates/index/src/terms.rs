@@ -106,8 +106,9 @@ const PARALLEL_TERMS: usize = 100_000;
 const RANGES: usize = 16;
 
 /// Dictionaries at least this large (and all ASCII) also keep their terms reversed, for
-/// the split search of long terms (`within_split`).
-const REVERSED_TERMS: usize = 100_000;
+/// the split search of long terms (`within_split`); a reversed FST costs about what the
+/// forward one does.
+const REVERSED_TERMS: usize = 32_768;
 /// Terms at least this long (in bytes) use the split search when it is available.
 const SPLIT_MIN_LEN: usize = 8;
 /// Longest term the split search takes (the automaton's key position is a usize; the
