@@ -55,37 +55,11 @@ impl StrList {
         self.len() == 0
     }
 
-    /// Byte range of string `i` within the buffer.
-    #[inline]
-    fn span(&self, i: usize) -> (usize, usize) {
-        let len_at = self.len_at();
-        let n = word(&self.0, len_at) as usize;
-        let base = len_at + 4 + 4 * n;
-        let start = if i == 0 {
-            0
-        } else {
-            word(&self.0, len_at + 4 * i) as usize
-        };
-        let end = word(&self.0, len_at + 4 + 4 * i) as usize;
-        (base + start, base + end)
-    }
-
-    /// String `i`'s bytes (cheaper than `get` where bytes are compared).
-    #[inline]
-    pub fn bytes(&self, i: usize) -> &[u8] {
-        let (a, b) = self.span(i);
-        &self.0[a..b]
-    }
-
-    /// String `i`. Panics when `i >= len()`.
-    #[inline]
-    pub fn get(&self, i: usize) -> &str {
-        let bytes = self.bytes(i);
-        // SAFETY: the buffer is only ever built by `StrListBuilder`, which appends whole
-        // `&str`s to the byte region and records the offset after each one; a span is
-        // always between two recorded offsets, so it is exactly one appended `&str`,
-        // valid UTF-8. The field is private, so no other bytes can get in.
-        unsafe { std::str::from_utf8_unchecked(bytes) }
+    /// String `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        (i < self.len())
+            .then(|| self.range(i..i + 1).next())
+            .flatten()
     }
 
     pub fn iter(&self) -> Iter<'_> {
@@ -136,10 +110,6 @@ impl StrList {
         self.range(self.group_range(g))
     }
 
-    pub fn contains(&self, s: &str) -> bool {
-        (0..self.len()).any(|i| self.bytes(i) == s.as_bytes())
-    }
-
     /// Bytes held on the heap.
     pub fn heap_bytes(&self) -> usize {
         self.0.len()
@@ -182,8 +152,10 @@ impl<'a> Iterator for Iter<'a> {
         let bytes = &self.buf[self.base + self.start..self.base + e];
         self.start = e;
         self.next += 1;
-        // SAFETY: as in `StrList::get`: consecutive recorded offsets bound exactly one
-        // `&str` appended by the builder.
+        // SAFETY: the buffer is only ever built by `StrListBuilder`, which appends whole
+        // `&str`s to the byte region and records the offset after each one; `start` and
+        // `e` are two consecutive recorded offsets, so the bytes are exactly one
+        // appended `&str`, valid UTF-8. The field is private, so no other bytes get in.
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -275,6 +247,9 @@ mod tests {
                 }
                 b.end_group();
             }
+            for s in groups.iter().flatten() {
+                prop_assert!(b.contains(s));
+            }
             let l = b.finish();
             let flat: Vec<&str> = groups.iter().flatten().map(String::as_str).collect();
             prop_assert_eq!(l.len(), flat.len());
@@ -284,9 +259,10 @@ mod tests {
                 prop_assert_eq!(l.group(g).collect::<Vec<_>>(), want.iter().map(String::as_str).collect::<Vec<_>>());
             }
             prop_assert_eq!(l.group(groups.len()).count(), 0);
-            for s in &flat {
-                prop_assert!(l.contains(s));
+            for (i, s) in flat.iter().enumerate() {
+                prop_assert_eq!(l.get(i), Some(*s));
             }
+            prop_assert_eq!(l.get(flat.len()), None);
             // the builder is empty again and reusable
             prop_assert!(b.is_empty());
             prop_assert_eq!(b.finish(), StrList::default());
@@ -297,9 +273,12 @@ mod tests {
     fn ungrouped() {
         let l = StrList::from_strs(["a", "", "ünï"]);
         assert_eq!(l.groups(), 0);
-        assert_eq!(l.get(2), "ünï");
-        assert_eq!(l.get(1), "");
-        assert!(!l.contains("b"));
+        assert_eq!(l.get(2), Some("ünï"));
+        assert_eq!(l.get(1), Some(""));
+        assert_eq!(l.get(3), None);
+        let mut b = StrListBuilder::default();
+        b.push("ab");
+        assert!(b.contains("ab") && !b.contains("a") && !b.contains("b"));
         assert_eq!(format!("{l:?}"), r#"["a", "", "ünï"]"#);
     }
 }

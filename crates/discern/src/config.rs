@@ -97,10 +97,11 @@ impl Settings {
                 .with_context(|| format!("max-paged-docs = {v:?}"))?;
         }
         if let Some(v) = get("max-changeset-bytes") {
-            c.max_changeset_bytes = parse_size(v)?;
+            c.max_changeset_bytes =
+                parse_size(v).with_context(|| format!("max-changeset-bytes = {v:?}"))?;
         }
         if let Some(v) = get("store-cache") {
-            c.store_cache_bytes = parse_size(v)?;
+            c.store_cache_bytes = parse_size(v).with_context(|| format!("store-cache = {v:?}"))?;
         }
         if let Some(v) = get("retain-snapshots") {
             c.retain_snapshots = v
@@ -154,6 +155,19 @@ mod tests {
         assert_eq!(p.get("admin-token").map(String::as_str), Some("tok123"));
         assert_eq!(p.get("max-paged-docs").map(String::as_str), Some("4"));
         assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn store_cache_from_file_and_bad_value_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("discern.properties");
+        std::fs::write(&f, "store-cache = 16 MiB\n").unwrap();
+        let s = Settings::load(Some(&f), None, None).unwrap();
+        assert_eq!(s.engine.store_cache_bytes, 16 << 20);
+        assert_eq!(Config::default().store_cache_bytes, 64 << 20);
+        std::fs::write(&f, "store-cache = lots\n").unwrap();
+        let err = format!("{:#}", Settings::load(Some(&f), None, None).err().unwrap());
+        assert!(err.contains("store-cache"), "{err}");
     }
 
     #[test]

@@ -54,3 +54,8 @@ unsafe impl GlobalAlloc for Counting {
 pub fn allocated_bytes() -> u64 {
     ALLOCATED.load(Ordering::Relaxed) as u64
 }
+
+/// The engine's own unit tests run on the allocator the binary installs.
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOC: Counting = Counting;

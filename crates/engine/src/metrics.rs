@@ -920,9 +920,14 @@ mod tests {
             "httpsrv_requests_total",
             "webapp_requests_total",
             "engine_applied_changeset_action_total",
+            "engine_didyoumean_terms",
         ] {
             assert!(names.contains(f), "{f} missing");
         }
+        assert!(
+            text.contains("engine_didyoumean_terms{dimension=\"title\"} 7\n"),
+            "dictionary sizes are labelled by dimension"
+        );
         for s in &scrape.samples {
             assert!(
                 scrape.docs.contains_key(&s.metric) || {

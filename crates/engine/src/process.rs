@@ -187,5 +187,9 @@ mod tests {
         assert!(open_fds() > 0 && open_fds() <= max_fds());
         assert!(threads_current() >= 1);
         assert!(cpu_seconds() >= 0.0);
+        // this process has allocated through mimalloc, so it has committed memory
+        let held: Vec<u8> = vec![1; 1 << 20];
+        assert!(heap_committed_bytes(0) >= held.len() as u64);
+        release_free_memory();
     }
 }

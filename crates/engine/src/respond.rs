@@ -39,7 +39,9 @@ fn group_key(snap: &Snapshot, dim: usize, h: &Hit) -> (bool, String) {
         .and_then(|d| d.values.get(dim))
         .and_then(|v| v.as_ref());
     match v {
-        Some(IndexedValue::Strings(s)) if !s.is_empty() => (true, s.get(0).to_string()),
+        Some(IndexedValue::Strings(s)) if !s.is_empty() => {
+            (true, s.get(0).unwrap_or_default().to_string())
+        }
         Some(other) => (true, to_json(&snap.dims.dims[dim], other).to_string()),
         None => (false, format!("\u{0}{}", h.id)),
     }

@@ -29,7 +29,12 @@ pub(crate) struct Band {
     cells: [u8; BAND],
 }
 
-impl FirstHalfLev<'_> {
+impl<'a> FirstHalfLev<'a> {
+    /// Plain Levenshtein distance ≤ 2 from `q` (no first half to restrict).
+    pub fn plain(q: &'a [u8]) -> FirstHalfLev<'a> {
+        FirstHalfLev { q, m: 0 }
+    }
+
     /// The whole query's cell after the key bytes `s` has seen, when alive (at most 2).
     fn distance(&self, s: &Band) -> Option<u8> {
         // query prefix n sits at band cell n + 2 - j
@@ -109,7 +114,7 @@ impl fst::Automaton for FirstHalfLev<'_> {
 /// The Levenshtein distance of ASCII `q` and `k` when it is at most 2.
 pub(crate) fn lev2(q: &[u8], k: &[u8]) -> Option<u8> {
     use fst::Automaton;
-    let a = FirstHalfLev { q, m: 0 };
+    let a = FirstHalfLev::plain(q);
     let mut s = a.start();
     for &b in k {
         s = a.accept(&s, b);

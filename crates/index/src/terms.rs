@@ -8,18 +8,15 @@
 //! in the background (the engine decides). Queries never see a stale frequency.
 
 use std::collections::HashMap;
-
-use crate::FastMap;
 use std::sync::{Arc, OnceLock};
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use fst::{IntoStreamer, Streamer};
 use levenshtein_automata::{Distance, DFA, SINK_STATE};
-
-use crate::fuzzy::{builder, lev2, ExactThenLev, FirstHalfLev, Lev};
 use rayon::prelude::*;
 
-use crate::Snapshot;
+use crate::fuzzy::{builder, lev2, ExactThenLev, FirstHalfLev, Lev};
+use crate::{FastMap, Snapshot};
 
 /// One apply changing more terms than this folds the overlay into the base at once.
 pub const SYNC_MERGE_TERMS: usize = 50_000;
@@ -41,7 +38,6 @@ pub fn has_terms(kind: &DimensionKind) -> bool {
     matches!(kind, DimensionKind::Text(_) | DimensionKind::Keyword)
 }
 
-/// The distinct terms of one indexed value, sorted.
 /// Every term of a value, repeats included.
 fn each_term<'a>(v: Option<&'a IndexedValue>, f: impl FnMut(&'a str)) {
     match v {
@@ -50,19 +46,17 @@ fn each_term<'a>(v: Option<&'a IndexedValue>, f: impl FnMut(&'a str)) {
     }
 }
 
+/// The distinct terms of one indexed value, sorted.
 pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
-    let mut out: Vec<&str> = match v {
-        Some(IndexedValue::Strings(s)) => s.iter().collect(),
-        Some(IndexedValue::Text(fields)) => fields.iter().collect(),
-        _ => Vec::new(),
-    };
+    let mut out: Vec<&str> = Vec::new();
+    each_term(v, |t| out.push(t));
     out.sort_unstable();
     out.dedup();
     out
 }
 
 /// Adds `by` to `term`'s delta; the key is allocated only for a new term.
-fn bump(deltas: &mut crate::FastMap<Box<str>, i64>, term: &str, by: i64) {
+fn bump(deltas: &mut FastMap<Box<str>, i64>, term: &str, by: i64) {
     match deltas.get_mut(term) {
         Some(d) => *d += by,
         None => {
@@ -72,7 +66,7 @@ fn bump(deltas: &mut crate::FastMap<Box<str>, i64>, term: &str, by: i64) {
 }
 
 /// Adds `+1` for terms only in `new`, `-1` for terms only in `old` (both sorted).
-pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut crate::FastMap<Box<str>, i64>) {
+pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut FastMap<Box<str>, i64>) {
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         let ord = match (old.get(i), new.get(j)) {
@@ -327,19 +321,13 @@ impl TermDict {
             Some(rev) => self.within_split(term.as_bytes(), rev),
             None => self.within_scan(dfa()),
         };
-        for (k, &(n, _)) in &self.overlay {
-            if n == 0 {
-                continue;
-            }
+        // an overlay term's distance: by the banded DP where the split search runs and
+        // the term is ASCII (its length alone often rules it out), else by the automaton
+        let distance = |k: &str| -> Option<u8> {
             if split.is_some() && k.is_ascii() {
-                // the distance is at least the difference in length
-                if k.len().abs_diff(term.len()) > 2 {
-                    continue;
-                }
-                if let Some(d) = lev2(term.as_bytes(), k.as_bytes()) {
-                    out.push((k.to_string(), d, n));
-                }
-                continue;
+                return (k.len().abs_diff(term.len()) <= 2)
+                    .then(|| lev2(term.as_bytes(), k.as_bytes()))
+                    .flatten();
             }
             let dfa = dfa();
             let mut s = dfa.initial_state();
@@ -349,7 +337,16 @@ impl TermDict {
                     break;
                 }
             }
-            if let Distance::Exact(d) = dfa.distance(s) {
+            match dfa.distance(s) {
+                Distance::Exact(d) => Some(d),
+                Distance::AtLeast(_) => None,
+            }
+        };
+        for (k, &(n, _)) in &self.overlay {
+            if n == 0 {
+                continue;
+            }
+            if let Some(d) = distance(k) {
                 out.push((k.to_string(), d, n));
             }
         }
@@ -403,7 +400,8 @@ impl TermDict {
     /// edits splits as `k1` + `k2` with d(k1, q1) + d(k2, q2) ≤ 2, so either
     /// d(k1, q1) ≤ 1 (found walking the keys with `FirstHalfLev`), or d(k1, q1) = 2
     /// and `k2` = `q2` (found walking the reversed keys that start with `q2`
-    /// reversed). Each candidate's distance is then taken by the full automaton.
+    /// reversed). Each candidate's distance comes from the same banded DP, run over
+    /// the whole term (`lev2`).
     fn within_split(&self, term: &[u8], reversed: &fst::Set<Vec<u8>>) -> Vec<(String, u8, u32)> {
         let m = term.len() / 2;
         let (q1, q2) = term.split_at(m);
@@ -435,7 +433,7 @@ impl TermDict {
             || {
                 let rq2: Vec<u8> = q2.iter().rev().copied().collect();
                 let rq1: Vec<u8> = q1.iter().rev().copied().collect();
-                let rest = FirstHalfLev { q: &rq1, m: 0 };
+                let rest = FirstHalfLev::plain(&rq1);
                 let mut out = Vec::new();
                 let mut key = Vec::new();
                 let mut stream = reversed
@@ -632,6 +630,18 @@ mod tests {
             want.sort();
             assert_eq!(got, want, "query {q}");
         }
+    }
+
+    /// Deriving a dictionary with overlay changes shares the FSTs instead of copying
+    /// them (an apply on a million-term dictionary must not copy megabytes).
+    #[test]
+    fn changes_share_the_base() {
+        let d = dict(&[("alpha", 1), ("beta", 2)]);
+        let mut m = HashMap::new();
+        m.insert(Box::<str>::from("gamma"), 1i64);
+        let d2 = d.with_changes(m, 1);
+        assert!(Arc::ptr_eq(&d.base, &d2.base));
+        assert_eq!(d2.df("gamma"), 1);
     }
 
     proptest! {
