@@ -454,11 +454,21 @@ fn parse_text(node: &Node, id: &str, keys: &[String]) -> Result<TextSpec, String
             id: fid,
         });
     }
+    // the index numbers fields in 15 bits (its postings keys use the 16th)
+    if fields.len() > MAX_TEXT_FIELDS {
+        return Err(format!(
+            "a text dimension has at most {MAX_TEXT_FIELDS} fields, this one has {}",
+            fields.len()
+        ));
+    }
     Ok(TextSpec {
         fields,
         single: false,
     })
 }
+
+/// Fields per text dimension.
+pub const MAX_TEXT_FIELDS: usize = 0x7fff;
 
 fn parse_numeric(node: &Node, ty: &str) -> Result<NumericSpec, String> {
     let kind = match ty {

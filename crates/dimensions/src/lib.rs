@@ -10,11 +10,11 @@ pub mod time;
 pub mod zip;
 
 pub use analysis::{Analyzer, Word};
-pub use doc::TYPE_NAMES;
 pub use doc::{
     Dimension, DimensionKind, Dimensions, Element, ElementSet, GeoSpec, NumericKind, NumericSpec,
     RangeElement, TextField, TextSpec,
 };
+pub use doc::{MAX_TEXT_FIELDS, TYPE_NAMES};
 pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
 pub use interval::Interval;
 pub use strlist::{StrList, StrListBuilder};

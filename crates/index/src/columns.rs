@@ -29,9 +29,16 @@ pub(crate) enum Col {
     /// Tree, ordered and mutex dimensions: the one element of a document (`NO_ELEMENT`:
     /// none).
     Elem { e: Box<[u32]>, multi: Box<[u64]> },
-    /// Keyword, groupBy and text dimensions: which documents have a value (the rules for
-    /// these read the value itself from postings bitmaps, not from the row).
+    /// Keyword and groupBy dimensions: which documents have a value (the rules for these
+    /// read the value itself from postings bitmaps, not from the row).
     Present { bits: Box<[u64]> },
+    /// Text dimensions: which documents have a value, and each field's length in tokens
+    /// (document-major; `u16::MAX`: that many or more, read from the row), for BM25.
+    Text {
+        bits: Box<[u64]>,
+        lens: Box<[u16]>,
+        fields: usize,
+    },
 }
 
 const NO_ELEMENT: u32 = u32::MAX;
@@ -143,7 +150,7 @@ impl ChunkCols {
                         multi: multi.into(),
                     })
                 }
-                DimensionKind::Keyword | DimensionKind::GroupBy | DimensionKind::Text(_) => {
+                DimensionKind::Keyword | DimensionKind::GroupBy => {
                     let mut bits = vec![0u64; words];
                     for (i, d) in docs.iter().enumerate() {
                         if value(d, di).is_some() {
@@ -151,6 +158,29 @@ impl ChunkCols {
                         }
                     }
                     Some(Col::Present { bits: bits.into() })
+                }
+                DimensionKind::Text(ref spec) => {
+                    let fields = spec.fields.len();
+                    let mut bits = vec![0u64; words];
+                    let mut lens = vec![0u16; n * fields];
+                    for (i, d) in docs.iter().enumerate() {
+                        let Some(v) = value(d, di) else { continue };
+                        bits[i / 64] |= 1 << (i % 64);
+                        if let IndexedValue::Text(toks) = v {
+                            for (fi, len) in
+                                lens[i * fields..(i + 1) * fields].iter_mut().enumerate()
+                            {
+                                if fi < toks.groups() {
+                                    *len = toks.group_range(fi).len().min(u16::MAX as usize) as u16;
+                                }
+                            }
+                        }
+                    }
+                    Some(Col::Text {
+                        bits: bits.into(),
+                        lens: lens.into(),
+                        fields,
+                    })
                 }
             })
             .collect();
@@ -183,7 +213,20 @@ impl ChunkCols {
                 let x = e[i];
                 Some(ColValue::Elem((x != NO_ELEMENT).then_some(x)))
             }
-            Col::Present { bits } => Some(ColValue::Present(bit(bits, i))),
+            Col::Present { bits } | Col::Text { bits, .. } => Some(ColValue::Present(bit(bits, i))),
+        }
+    }
+
+    /// The length in tokens of field `field` of document `i`'s text value in dimension
+    /// `dim` (0 without one); `None` when it must be counted from the row.
+    #[inline(always)]
+    pub(crate) fn text_len(&self, dim: usize, i: usize, field: usize) -> Option<usize> {
+        match self.dims.get(dim)?.as_ref()? {
+            Col::Text { lens, fields, .. } if field < *fields => {
+                let n = lens[i * fields + field];
+                (n != u16::MAX).then_some(n as usize)
+            }
+            _ => None,
         }
     }
 

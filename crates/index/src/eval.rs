@@ -168,11 +168,22 @@ impl TopK {
             return;
         };
         let w = &worst.0;
-        if order_parts(
-            (exact, r, doc.id_key, &doc.id),
-            (w.exact, w.r, w.id_key, &w.id),
-        ) == Ordering::Less
+        // the document's row (for its id) is read only on a tie
+        let better = match w
+            .exact
+            .cmp(&exact)
+            .then_with(|| w.r.partial_cmp(&r).unwrap_or(Ordering::Equal))
         {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => {
+                order_parts(
+                    (exact, r, doc.id_key, &doc.id),
+                    (w.exact, w.r, w.id_key, &w.id),
+                ) == Ordering::Less
+            }
+        };
+        if better {
             self.heap.pop();
             self.heap.push(Ranked(Hit::new(n, doc, exact, r)));
         }
@@ -359,6 +370,32 @@ fn items<'s>(
     }
 }
 
+/// Whether `item` is a result, and its (exactness, relevance) if so.
+fn outcome(
+    criteria: &[Criterion],
+    ctx: &EvalCtx,
+    filter: &Filter<'_>,
+    item: &ItemRef<'_>,
+) -> Option<(bool, f64)> {
+    let doc = item.doc;
+    if let Some(items) = filter.items {
+        if !items.contains(&*doc.id) {
+            return None;
+        }
+    }
+    if let Some(not) = filter.not_items {
+        if not.contains(&*doc.id) {
+            return None;
+        }
+    }
+    let (exact, r) = item_outcome(criteria, item, ctx)?;
+    let is_result = exact || r > 0.0;
+    if !is_result || (filter.exact_only && !exact) {
+        return None;
+    }
+    Some((exact, r))
+}
+
 /// Evaluates `criteria` for every item of `snap`.
 pub fn evaluate(
     snap: &Snapshot,
@@ -371,44 +408,32 @@ pub fn evaluate(
     let ctx = EvalCtx { scales };
     let mut has_text = false;
     for_each_text(criteria, &mut |_| has_text = true);
+    let mut candidates: Option<Vec<u32>> =
+        candidates(snap, criteria, filter.exact_only).map(|c| c.iter().collect());
+    if has_text {
+        // Text relevance is graded against the best score among the results, known
+        // only once culling is: a first pass finds the results (membership and
+        // exactness do not depend on the grading), the second ranks them.
+        let frozen: &[Criterion] = criteria;
+        let results: Vec<u32> = items(snap, candidates.as_deref())
+            .filter_map(|item| outcome(frozen, &ctx, filter, &item).map(|_| item.n))
+            .collect();
+        for_each_text(criteria, &mut |t| t.set_max_over(results.iter().copied()));
+        candidates = Some(results);
+    }
     let frozen: &[Criterion] = criteria;
-    // `None` when the item is not a result
-    let outcome = |item: ItemRef<'_>| -> Option<(bool, f64)> {
-        let doc = item.doc;
-        if let Some(items) = filter.items {
-            if !items.contains(&*doc.id) {
-                return None;
-            }
-        }
-        if let Some(not) = filter.not_items {
-            if not.contains(&*doc.id) {
-                return None;
-            }
-        }
-        let (exact, r) = item_outcome(frozen, &item, &ctx)?;
-        let is_result = exact || r > 0.0;
-        if !is_result || (filter.exact_only && !exact) {
-            return None;
-        }
-        Some((exact, r))
-    };
-    let candidates: Option<Vec<u32>> =
-        candidates(snap, frozen, filter.exact_only).map(|c| c.iter().collect());
-    // Text relevance is graded against the best score among the results, known only
-    // once every item is scored: such queries keep every hit.
     let (top_k, collect) = match want {
         Want::Top(k) => (Some(k), false),
         Want::TopAndMatched(k) => (Some(k), true),
         Want::All | Want::Sorted => (None, false),
     };
-    if let (Some(k), false) = (top_k, has_text) {
+    if let Some(k) = top_k {
         let top = items(snap, candidates.as_deref())
             .fold(
                 || TopK::new(k, collect),
                 |mut top, item| {
-                    let (doc, n) = (item.doc, item.n);
-                    if let Some((exact, r)) = outcome(item) {
-                        top.offer(n, doc, exact, r);
+                    if let Some((exact, r)) = outcome(frozen, &ctx, filter, &item) {
+                        top.offer(item.n, item.doc, exact, r);
                     }
                     top
                 },
@@ -434,45 +459,20 @@ pub fn evaluate(
     }
     let mut hits: Vec<Hit> = items(snap, candidates.as_deref())
         .filter_map(|item| {
-            let (doc, n) = (item.doc, item.n);
-            outcome(item).map(|(exact, r)| Hit::new(n, doc, exact, r))
+            outcome(frozen, &ctx, filter, &item)
+                .map(|(exact, r)| Hit::new(item.n, item.doc, exact, r))
         })
         .collect();
-    // Now that culling is known, regrade text relevance (membership and exactness do
-    // not change).
-    for_each_text(criteria, &mut |t| {
-        t.set_max_over(hits.iter().map(|h| h.doc))
-    });
-    if has_text {
-        let criteria: &[Criterion] = criteria;
-        hits.par_iter_mut().for_each(|h| {
-            if let Some(item) = snap.item(h.doc) {
-                if let Some((_, r)) = item_outcome(criteria, &item, &ctx) {
-                    h.r = r;
-                }
-            }
-        });
-    }
     let exact_count = hits.iter().filter(|h| h.exact).count();
     let total = hits.len();
-    let matched = collect.then(|| Matched::of_hits(&hits));
-    match top_k {
-        // only the first k are wanted in order: select them, then sort those
-        Some(k) if k < hits.len() => {
-            if k > 0 {
-                hits.select_nth_unstable_by(k - 1, default_order);
-            }
-            hits.truncate(k);
-            hits.par_sort_unstable_by(default_order);
-        }
-        _ if want != Want::All => hits.par_sort_unstable_by(default_order),
-        _ => {}
+    if want != Want::All {
+        hits.par_sort_unstable_by(default_order);
     }
     Results {
         hits,
         total,
         exact_count,
-        matched,
+        matched: None,
         ctx,
     }
 }

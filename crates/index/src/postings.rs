@@ -5,7 +5,10 @@
 //! frequencies and matching documents without a scan (`text.rs`).
 //!
 //! Keys per dimension type: keyword/groupBy values; tree/ordered/mutex element numbers
-//! (big-endian u32); text `field (big-endian u16) ++ token`; geoloc grid cells of
+//! (big-endian u32); text `field (big-endian u16) ++ token`, and for a token repeated in
+//! a field its *level* keys `field | LEVEL_BIT (big-endian u16) ++ k ++ token`, one per
+//! k in 2..=tf (at most `MAX_LEVEL`): the documents holding the token at least k times,
+//! so that BM25 reads term frequencies from postings, not from rows; geoloc grid cells of
 //! `CELL_DEG` degrees. Numeric dimensions have none (the other criteria narrow first).
 
 use std::ops::Bound;
@@ -51,16 +54,19 @@ impl DimPostings {
     /// The union of the postings of every key starting with `prefix`.
     pub(crate) fn union_prefix(&self, prefix: &[u8]) -> RoaringBitmap {
         let mut out = RoaringBitmap::new();
-        for (k, b) in self
-            .map
-            .range::<_, [u8]>((Bound::Included(prefix), Bound::Unbounded))
-        {
-            if !k.starts_with(prefix) {
-                break;
-            }
-            out |= &**b;
+        for b in self.prefix(prefix) {
+            out |= b;
         }
         out
+    }
+
+    /// The postings of every key starting with `prefix`, in key order.
+    pub(crate) fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = &RoaringBitmap> + '_ {
+        let owned = prefix.to_vec();
+        self.map
+            .range::<_, [u8]>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(&owned))
+            .map(|(_, b)| &**b)
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -121,11 +127,33 @@ pub(crate) fn text_key(field: usize, token: &str) -> Vec<u8> {
     k
 }
 
+/// Marks a text key as a level key (fields are numbered below it: `Dimensions::parse`
+/// refuses more text fields).
+pub(crate) const LEVEL_BIT: u16 = 0x8000;
+
+/// The highest level keyed: a document at this level may hold the token more often, and
+/// its frequency is counted from its row.
+pub(crate) const MAX_LEVEL: u8 = u8::MAX;
+
+/// The key of the documents holding `token` at least `level` (2..=`MAX_LEVEL`) times in
+/// field `field`.
+pub(crate) fn text_level_key(field: usize, level: u8, token: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(3 + token.len());
+    k.extend_from_slice(&(field as u16 | LEVEL_BIT).to_be_bytes());
+    k.push(level);
+    k.extend_from_slice(token.as_bytes());
+    k
+}
+
 /// The keys of `value`, sorted and distinct, as ranges of `arena` (no allocation per key
 /// once the buffers have grown).
 struct KeyBuf {
     arena: Vec<u8>,
     spans: Vec<(u32, u32)>,
+    /// Scratch: a text value's token keys, sorted to find repeats.
+    order: Vec<(u32, u32)>,
+    /// Scratch: (a repeated key, how often it occurs).
+    repeats: Vec<((u32, u32), usize)>,
 }
 
 impl KeyBuf {
@@ -133,13 +161,20 @@ impl KeyBuf {
         KeyBuf {
             arena: Vec::new(),
             spans: Vec::new(),
+            order: Vec::new(),
+            repeats: Vec::new(),
         }
     }
 
     /// The keys of `value` (none when absent), sorted and distinct.
     fn fill(&mut self, value: Option<&IndexedValue>) {
         match value {
-            Some(v) => self.fill_unsorted(v),
+            Some(v) => {
+                self.fill_unsorted(v);
+                if let IndexedValue::Text(_) = v {
+                    self.push_levels();
+                }
+            }
             None => {
                 self.arena.clear();
                 self.spans.clear();
@@ -151,7 +186,7 @@ impl KeyBuf {
         self.spans.dedup_by(|a, b| key(a) == key(b));
     }
 
-    /// The keys of `value` in value order, repeats included.
+    /// The keys of `value` in value order, repeats included; no level keys.
     fn fill_unsorted(&mut self, value: &IndexedValue) {
         self.arena.clear();
         self.spans.clear();
@@ -176,6 +211,41 @@ impl KeyBuf {
             }),
             IndexedValue::Ints(_) | IndexedValue::Doubles(_) => {}
         }
+    }
+
+    /// After a text value's token keys: the level keys of its repeated tokens.
+    fn push_levels(&mut self) {
+        let arena = &self.arena;
+        let key = |s: &(u32, u32)| &arena[s.0 as usize..s.1 as usize];
+        self.order.clear();
+        self.order.extend_from_slice(&self.spans);
+        self.order.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        let mut repeats = std::mem::take(&mut self.repeats);
+        repeats.clear();
+        let mut i = 0;
+        while i < self.order.len() {
+            let mut j = i + 1;
+            while j < self.order.len() && key(&self.order[j]) == key(&self.order[i]) {
+                j += 1;
+            }
+            if j - i > 1 {
+                repeats.push((self.order[i], j - i));
+            }
+            i = j;
+        }
+        for &((start, end), n) in &repeats {
+            let (start, end) = (start as usize, end as usize);
+            let field = u16::from_be_bytes([self.arena[start], self.arena[start + 1]]);
+            for level in 2..=n.min(MAX_LEVEL as usize) {
+                let at = self.arena.len();
+                self.arena
+                    .extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
+                self.arena.push(level as u8);
+                self.arena.extend_from_within(start + 2..end);
+                self.spans.push((at as u32, self.arena.len() as u32));
+            }
+        }
+        self.repeats = repeats;
     }
 
     fn len(&self) -> usize {
@@ -207,19 +277,22 @@ pub(crate) fn build(
             if !has_postings(&d.kind) {
                 return None;
             }
-            // doc numbers per key pushed in ascending order, made bitmaps at the end
-            let mut map: FastMap<Box<[u8]>, Vec<u32>> = FastMap::default();
+            // doc numbers per key pushed in ascending order, made bitmaps at the end;
+            // beside them, how often the last document holds the key (for level keys)
+            let mut map: FastMap<Box<[u8]>, (Vec<u32>, u32)> = FastMap::default();
             let mut has = Vec::new();
             let mut stats: Vec<(u64, u64)> = match &d.kind {
                 DimensionKind::Text(t) => vec![(0, 0); t.fields.len()],
                 _ => Vec::new(),
             };
             let mut kb = KeyBuf::new();
+            let mut level_key = Vec::new();
             for &(n, values) in docs {
                 let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
                     continue;
                 };
                 has.push(n);
+                let text = matches!(v, IndexedValue::Text(_));
                 if let IndexedValue::Text(fields) = v {
                     if stats.len() < fields.groups() {
                         stats.resize(fields.groups(), (0, 0));
@@ -237,16 +310,38 @@ pub(crate) fn build(
                 kb.fill_unsorted(v);
                 for i in 0..kb.len() {
                     let k = kb.get(i);
-                    match map.get_mut(k) {
-                        Some(list) if list.last() == Some(&n) => {}
-                        Some(list) => list.push(n),
+                    let level = match map.get_mut(k) {
+                        Some((list, count)) if list.last() == Some(&n) => {
+                            *count += 1;
+                            *count
+                        }
+                        Some((list, count)) => {
+                            list.push(n);
+                            *count = 1;
+                            1
+                        }
                         None => {
-                            map.insert(k.into(), vec![n]);
+                            map.insert(k.into(), (vec![n], 1));
+                            1
+                        }
+                    };
+                    if text && level >= 2 && level <= MAX_LEVEL as u32 {
+                        level_key.clear();
+                        let field = u16::from_be_bytes([k[0], k[1]]);
+                        level_key.extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
+                        level_key.push(level as u8);
+                        level_key.extend_from_slice(&k[2..]);
+                        match map.get_mut(level_key.as_slice()) {
+                            Some((list, _)) => list.push(n),
+                            None => {
+                                map.insert(level_key.as_slice().into(), (vec![n], 1));
+                            }
                         }
                     }
                 }
             }
-            let mut entries: Vec<(Box<[u8]>, Vec<u32>)> = map.into_iter().collect();
+            let mut entries: Vec<(Box<[u8]>, Vec<u32>)> =
+                map.into_iter().map(|(k, (list, _))| (k, list)).collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             Some(Arc::new(DimPostings {
                 map: entries

@@ -1,7 +1,7 @@
 //! Text criteria (SPEC §7.2 text): BM25 over the selected fields (k1 = 1.2, b = 0.75,
 //! b = 0 when field length is ignored, idf = 1 when IDF is ignored), graded exactness.
 
-use std::collections::HashMap;
+use std::ops::{Bound, Range};
 
 use discern_dimensions::{IndexedValue, TextSpec};
 use discern_model::Result;
@@ -10,7 +10,7 @@ use serde_json::{Map, Value as J};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
-use crate::postings::text_key;
+use crate::postings::{text_key, text_level_key, MAX_LEVEL};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::Snapshot;
 
@@ -25,12 +25,135 @@ pub struct TextMatcher {
     require_all: bool,
     ignore_idf: bool,
     prefix_last: bool,
-    /// doc → (exact, score, m) computed by `prepare`.
-    prepared: HashMap<u32, (bool, f64, f64)>,
+    /// Every document holding a query term, numbered in doc order (after `prepare`).
+    rank: DocRank,
+    /// Per document of `rank`, its score.
+    scored: Vec<Scored>,
     /// Best score among the query's results (grading reference for `g`).
     max_score: f64,
     /// Documents holding a query term, found by `prepare`.
     matched: RoaringBitmap,
+}
+
+/// One matching document's text score, the idf-weighted share of the query terms it
+/// holds, whether it holds any (`holds`) and whether that makes it exact.
+#[derive(Clone, Copy, Default)]
+struct Scored {
+    score: f64,
+    m: f64,
+    holds: bool,
+    exact: bool,
+}
+
+/// The rank of each member of a document set among its members, in constant time: a
+/// bitset over doc numbers with the count of members before each word.
+#[derive(Default)]
+pub(crate) struct DocRank {
+    words: Vec<u64>,
+    before: Vec<u32>,
+    len: usize,
+}
+
+impl DocRank {
+    pub(crate) fn new(set: &RoaringBitmap) -> DocRank {
+        let n_words = set.max().map_or(0, |m| m as usize / 64 + 1);
+        let mut words = vec![0u64; n_words];
+        // 2^16 documents (one roaring container) per task
+        words
+            .par_chunks_mut(1024)
+            .enumerate()
+            .for_each(|(part, words)| {
+                let lo = (part * 1024 * 64) as u32;
+                let hi = lo as u64 + (words.len() * 64) as u64;
+                let range = (
+                    Bound::Included(lo),
+                    match u32::try_from(hi) {
+                        Ok(hi) => Bound::Excluded(hi),
+                        Err(_) => Bound::Unbounded,
+                    },
+                );
+                for d in set.range(range) {
+                    let d = (d - lo) as usize;
+                    words[d / 64] |= 1 << (d % 64);
+                }
+            });
+        let mut before = Vec::with_capacity(n_words);
+        let mut count = 0u32;
+        for w in &words {
+            before.push(count);
+            count += w.count_ones();
+        }
+        DocRank {
+            words,
+            before,
+            len: count as usize,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The rank of `doc` if it is a member.
+    #[inline]
+    pub(crate) fn get(&self, doc: u32) -> Option<usize> {
+        let (w, bit) = (doc as usize / 64, doc % 64);
+        let word = *self.words.get(w)?;
+        (word >> bit & 1 == 1)
+            .then(|| self.before[w] as usize + (word & ((1u64 << bit) - 1)).count_ones() as usize)
+    }
+
+    /// The number of members below `doc`.
+    pub(crate) fn below(&self, doc: u32) -> usize {
+        let (w, bit) = (doc as usize / 64, doc % 64);
+        match self.words.get(w) {
+            Some(word) => {
+                self.before[w] as usize + (word & ((1u64 << bit) - 1)).count_ones() as usize
+            }
+            None => self.len,
+        }
+    }
+
+    /// The members in `docs`, ascending.
+    pub(crate) fn iter_range(&self, docs: Range<u32>) -> impl Iterator<Item = u32> + '_ {
+        let (start, end) = (docs.start, docs.end);
+        let first = start as usize / 64;
+        let last = (end as usize).div_ceil(64).min(self.words.len());
+        (first..last).flat_map(move |w| {
+            let mut word = self.words[w];
+            std::iter::from_fn(move || {
+                if word == 0 {
+                    return None;
+                }
+                let bit = word.trailing_zeros();
+                word &= word - 1;
+                Some((w * 64) as u32 + bit)
+            })
+            .filter(move |&d| d >= start && d < end)
+        })
+    }
+
+    /// Doc-number bounds splitting the members into about `parts` ranges of similar
+    /// size: ascending, from 0 to past the last member.
+    pub(crate) fn split(&self, parts: usize) -> Vec<u32> {
+        let end = (self.words.len() * 64).min(u32::MAX as usize) as u32;
+        let mut bounds = vec![0];
+        for k in 1..parts.max(1) {
+            let want = (self.len * k / parts) as u32;
+            let w = self.before.partition_point(|&b| b < want);
+            let b = (w * 64) as u32;
+            if b > *bounds.last().unwrap_or(&0) && b < end {
+                bounds.push(b);
+            }
+        }
+        bounds.push(end);
+        bounds
+    }
+
+    /// The number of members in `docs`.
+    pub(crate) fn count_in(&self, docs: Range<u32>) -> usize {
+        self.below(docs.end) - self.below(docs.start)
+    }
 }
 
 struct FieldQuery {
@@ -162,34 +285,58 @@ impl TextMatcher {
             require_all,
             ignore_idf,
             prefix_last,
-            prepared: HashMap::new(),
+            rank: DocRank::default(),
+            scored: Vec::new(),
             max_score: 0.0,
             matched: RoaringBitmap::new(),
         }))
     }
 
-    /// Computes the text score of every item holding a query term: the postings give
-    /// document frequencies and the matching documents; only those are scored, from
-    /// their tokens, so that `eval` can grade against the best score.
+    /// Computes the text score of every item holding a query term, term at a time from
+    /// the postings: the base keys give document frequencies and the matching
+    /// documents, the level keys their term frequencies, the chunks' columns their field
+    /// lengths; rows are read only for frequencies or lengths beyond what those hold.
+    /// `eval` grades against the best score once culling is known.
     pub fn prepare(&mut self, snap: &Snapshot, dim: usize) {
         let Some(post) = snap.postings(dim) else {
             return;
         };
         let n_docs = snap.len().max(1) as f64;
-        let nf = self.fields.len();
-        let mut df = vec![vec![0u64; self.n_terms]; nf];
+        let (nf, nt) = (self.fields.len(), self.n_terms);
+        let stride = nf * nt;
+        let mut df = vec![vec![0u64; nt]; nf];
         let mut matched = RoaringBitmap::new();
-        let mut df_any = vec![0u64; self.n_terms];
+        let mut df_any = vec![0u64; nt];
+        // (slot = field position × terms + term, a set of documents holding it once more)
+        let mut sources: Vec<(usize, &RoaringBitmap)> = Vec::new();
         for (t, any) in df_any.iter_mut().enumerate() {
             let mut docs = RoaringBitmap::new();
             for (fi, fq) in self.fields.iter().enumerate() {
-                // a field whose analysis gave fewer terms matches "" (as `per_doc` does)
+                // a field whose analysis gave fewer terms matches "" (as `score_row` does)
                 let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
-                let key = text_key(fq.index, term);
-                let in_field = if self.prefix_last && t + 1 == self.n_terms {
-                    post.union_prefix(&key)
+                let slot = fi * nt + t;
+                let in_field = if self.prefix_last && t + 1 == nt {
+                    sources.extend(post.prefix(&text_key(fq.index, term)).map(|b| (slot, b)));
+                    for level in 2..=MAX_LEVEL {
+                        let before = sources.len();
+                        let key = text_level_key(fq.index, level, term);
+                        sources.extend(post.prefix(&key).map(|b| (slot, b)));
+                        if sources.len() == before {
+                            break;
+                        }
+                    }
+                    post.union_prefix(&text_key(fq.index, term))
                 } else {
-                    post.get(&key).cloned().unwrap_or_default()
+                    sources.extend(post.get(&text_key(fq.index, term)).map(|b| (slot, b)));
+                    for level in 2..=MAX_LEVEL {
+                        match post.get(&text_level_key(fq.index, level, term)) {
+                            Some(b) => sources.push((slot, b)),
+                            None => break,
+                        }
+                    }
+                    post.get(&text_key(fq.index, term))
+                        .cloned()
+                        .unwrap_or_default()
                 };
                 df[fi][t] = in_field.len();
                 docs |= in_field;
@@ -202,8 +349,9 @@ impl TextMatcher {
             .iter()
             .map(|fq| post.field_stats.get(fq.index).copied().unwrap_or((0, 0)))
             .collect();
+        let ignore_idf = self.ignore_idf;
         let idf = |df: u64| {
-            if self.ignore_idf {
+            if ignore_idf {
                 1.0
             } else {
                 (1.0 + (n_docs - df as f64 + 0.5) / (df as f64 + 0.5)).ln()
@@ -211,90 +359,168 @@ impl TextMatcher {
         };
         let weights: Vec<f64> = df_any.iter().map(|&d| idf(d)).collect();
         let wsum: f64 = weights.iter().sum();
-        let n_terms = self.n_terms;
-        let score_doc = |doc: u32| -> Option<(u32, (bool, f64, f64))> {
-            let Some(IndexedValue::Text(toks)) = snap.doc(doc)?.values.get(dim)?.as_ref() else {
-                return None;
-            };
-            let mut score = 0.0;
-            // no allocation per item unless the query has more than 64 terms
-            let (mut small_c, mut small_tf) = ([false; 64], [0u32; 64]);
-            let (mut big_c, mut big_tf) = (Vec::new(), Vec::new());
-            let (contained, tf): (&mut [bool], &mut [u32]) = if n_terms <= 64 {
-                (&mut small_c[..n_terms], &mut small_tf[..n_terms])
-            } else {
-                big_c.resize(n_terms, false);
-                big_tf.resize(n_terms, 0);
-                (&mut big_c, &mut big_tf)
-            };
-            let mut n_in = 0;
-            for (fi, fq) in self.fields.iter().enumerate() {
-                // one pass over the field's tokens counts every query term
-                tf.fill(0);
-                let mut len = 0usize;
-                for tok in toks.group(fq.index) {
-                    len += 1;
-                    let tok = tok.as_bytes();
-                    for (t, n) in tf.iter_mut().enumerate() {
-                        let term = fq.terms.get(t).map(String::as_bytes).unwrap_or_default();
-                        let hit = if self.prefix_last && t + 1 == n_terms {
-                            tok.starts_with(term)
-                        } else {
-                            tok == term
-                        };
-                        *n += hit as u32;
-                    }
-                }
-                let len = len as f64;
-                let (total_len, with_field) = stats[fi];
-                let avg = if with_field > 0 {
-                    total_len as f64 / with_field as f64
-                } else {
-                    1.0
-                };
-                let b = if fq.ignore_length { 0.0 } else { B };
-                let mut fs = 0.0;
-                for (t, ct) in contained.iter_mut().enumerate() {
-                    let tf = tf[t] as f64;
-                    if tf > 0.0 {
-                        if !*ct {
-                            n_in += 1;
-                        }
-                        *ct = true;
-                        fs += idf(df[fi][t]) * tf * (K1 + 1.0)
-                            / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
-                    }
-                }
-                score += fq.boost * fs;
-            }
-            if n_in == 0 {
-                return None;
-            }
-            let m = if wsum > 0.0 {
-                contained
-                    .iter()
-                    .zip(&weights)
-                    .filter(|(c, _)| **c)
-                    .map(|(_, w)| w)
-                    .sum::<f64>()
-                    / wsum
-            } else {
-                n_in as f64 / self.n_terms as f64
-            };
-            let exact = if self.require_all {
-                n_in == self.n_terms
-            } else {
-                true
-            };
-            Some((doc, (exact, score, m)))
-        };
-        let docs: Vec<u32> = matched.iter().collect();
-        self.prepared = docs
-            .par_chunks(4096)
-            .flat_map_iter(|part| part.iter().filter_map(|&d| score_doc(d)))
+        // per (field position, term)
+        let idfs: Vec<Vec<f64>> = df
+            .iter()
+            .map(|f| f.iter().map(|&d| idf(d)).collect())
             .collect();
-        self.max_score = self.prepared.values().map(|p| p.1).fold(0.0, f64::max);
+        let rank = DocRank::new(&matched);
+        let n = rank.len();
+        let mut tf = vec![0u16; n * stride];
+        let mut scored = vec![Scored::default(); n];
+        // documents split into ranges, each range's slice of `tf` and `scored` filled by
+        // one task: every source is read once per range, in doc order
+        let bounds = rank.split(if n < 16_384 {
+            1
+        } else {
+            4 * rayon::current_num_threads()
+        });
+        let mut parts: Vec<(Range<u32>, &mut [u16], &mut [Scored])> = Vec::new();
+        let (mut tf_rest, mut sc_rest) = (&mut tf[..], &mut scored[..]);
+        for w in bounds.windows(2) {
+            let len = rank.count_in(w[0]..w[1]);
+            let (a, b) = std::mem::take(&mut tf_rest).split_at_mut(len * stride);
+            let (c, d) = std::mem::take(&mut sc_rest).split_at_mut(len);
+            parts.push((w[0]..w[1], a, c));
+            (tf_rest, sc_rest) = (b, d);
+        }
+        let this = &*self;
+        parts.into_par_iter().for_each(|(docs, tf, scored)| {
+            let first = rank.below(docs.start);
+            for &(slot, b) in &sources {
+                for d in b.range(docs.clone()) {
+                    if let Some(r) = rank.get(d) {
+                        let at = (r - first) * stride + slot;
+                        tf[at] = tf[at].saturating_add(1);
+                    }
+                }
+            }
+            for (i, d) in rank.iter_range(docs).enumerate() {
+                let counts = &tf[i * stride..(i + 1) * stride];
+                scored[i] = this.score(snap, dim, d, counts, &idfs, &stats, &weights, wsum);
+            }
+        });
+        self.max_score = scored.iter().map(|p| p.score).fold(0.0, f64::max);
+        self.rank = rank;
+        self.scored = scored;
         self.matched = matched;
+    }
+
+    /// The score of document `doc` from its term frequencies per (field, term) slot,
+    /// counted from its row where the postings cap them.
+    #[allow(clippy::too_many_arguments)]
+    fn score(
+        &self,
+        snap: &Snapshot,
+        dim: usize,
+        doc: u32,
+        tf: &[u16],
+        idfs: &[Vec<f64>],
+        stats: &[(u64, u64)],
+        weights: &[f64],
+        wsum: f64,
+    ) -> Scored {
+        let nt = self.n_terms;
+        let row = || match snap.doc(doc)?.values.get(dim)?.as_ref()? {
+            IndexedValue::Text(toks) => Some(toks),
+            _ => None,
+        };
+        let cols = snap.chunk_cols(doc as usize / crate::CHUNK);
+        let mut score = 0.0;
+        // no allocation per item unless the query has more than 64 terms
+        let mut small = [false; 64];
+        let mut big = Vec::new();
+        let contained: &mut [bool] = if nt <= 64 {
+            &mut small[..nt]
+        } else {
+            big.resize(nt, false);
+            &mut big
+        };
+        let mut n_in = 0;
+        let mut row_tf: Vec<u32> = Vec::new();
+        for (fi, fq) in self.fields.iter().enumerate() {
+            let tf = &tf[fi * nt..(fi + 1) * nt];
+            if tf.iter().all(|&n| n == 0) {
+                continue; // adds nothing to the score
+            }
+            // a frequency at the highest level may be higher: counted from the row
+            let from_row = tf.iter().any(|&n| n >= MAX_LEVEL as u16);
+            if from_row {
+                row_tf.clear();
+                row_tf.resize(nt, 0);
+                if let Some(toks) = row() {
+                    self.count_row(toks.group(fq.index), fq, &mut row_tf);
+                }
+            }
+            let tf_of = |t: usize| if from_row { row_tf[t] } else { tf[t] as u32 };
+            let len = cols
+                .and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, fq.index))
+                .or_else(|| Some(row()?.group(fq.index).count()))
+                .unwrap_or(0) as f64;
+            let (total_len, with_field) = stats[fi];
+            let avg = if with_field > 0 {
+                total_len as f64 / with_field as f64
+            } else {
+                1.0
+            };
+            let b = if fq.ignore_length { 0.0 } else { B };
+            let mut fs = 0.0;
+            for (t, ct) in contained.iter_mut().enumerate() {
+                let tf = tf_of(t) as f64;
+                if tf > 0.0 {
+                    if !*ct {
+                        n_in += 1;
+                    }
+                    *ct = true;
+                    fs += idfs[fi][t] * tf * (K1 + 1.0)
+                        / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
+                }
+            }
+            score += fq.boost * fs;
+        }
+        if n_in == 0 {
+            return Scored::default();
+        }
+        let m = if wsum > 0.0 {
+            contained
+                .iter()
+                .zip(weights)
+                .filter(|(c, _)| **c)
+                .map(|(_, w)| w)
+                .sum::<f64>()
+                / wsum
+        } else {
+            n_in as f64 / nt as f64
+        };
+        let exact = if self.require_all { n_in == nt } else { true };
+        Scored {
+            score,
+            m,
+            holds: true,
+            exact,
+        }
+    }
+
+    /// Counts every query term in one field's tokens.
+    fn count_row<'a>(
+        &self,
+        tokens: impl Iterator<Item = &'a str>,
+        fq: &FieldQuery,
+        tf: &mut [u32],
+    ) {
+        let nt = self.n_terms;
+        for tok in tokens {
+            let tok = tok.as_bytes();
+            for (t, n) in tf.iter_mut().enumerate() {
+                let term = fq.terms.get(t).map(String::as_bytes).unwrap_or_default();
+                let hit = if self.prefix_last && t + 1 == nt {
+                    tok.starts_with(term)
+                } else {
+                    tok == term
+                };
+                *n += hit as u32;
+            }
+        }
     }
 
     /// Every document holding a query term (after `prepare`): the only ones a text
@@ -312,12 +538,18 @@ impl TextMatcher {
     /// known); membership never depends on it, since `g` >= 0.5.
     pub fn set_max_over(&mut self, docs: impl Iterator<Item = u32>) {
         self.max_score = docs
-            .filter_map(|d| self.prepared.get(&d).map(|p| p.1))
+            .filter_map(|d| Some(self.scored[self.rank.get(d)?].score))
             .fold(0.0, f64::max);
     }
 
     pub fn eval(&self, doc: u32, exact_rel: f64, fuzzy_rel: f64) -> (bool, f64) {
-        let Some(&(exact, score, m)) = self.prepared.get(&doc) else {
+        let Some(&Scored {
+            score,
+            m,
+            holds: true,
+            exact,
+        }) = self.rank.get(doc).map(|r| &self.scored[r])
+        else {
             return (false, 0.0);
         };
         let g = if self.max_score > 0.0 {
@@ -330,5 +562,208 @@ impl TextMatcher {
         } else {
             (false, fuzzy_rel * m * g)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::criteria::{Matcher, Node};
+    use crate::{parse_query, IndexWriter};
+    use discern_dimensions::Dimensions;
+    use discern_model::{Record, Value};
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    /// The text score of one document counted from its row, as the engine did before
+    /// term frequencies were kept in postings: (exact, score, m).
+    fn row_score(
+        t: &TextMatcher,
+        snap: &Snapshot,
+        dim: usize,
+        doc: u32,
+    ) -> Option<(bool, f64, f64)> {
+        let post = snap.postings(dim)?;
+        let n_docs = snap.len().max(1) as f64;
+        let nt = t.n_terms;
+        let idf = |df: u64| {
+            if t.ignore_idf {
+                1.0
+            } else {
+                (1.0 + (n_docs - df as f64 + 0.5) / (df as f64 + 0.5)).ln()
+            }
+        };
+        let holds = |fq: &FieldQuery, i: usize| -> RoaringBitmap {
+            let term = fq.terms.get(i).map(String::as_str).unwrap_or("");
+            if t.prefix_last && i + 1 == nt {
+                post.union_prefix(&text_key(fq.index, term))
+            } else {
+                post.get(&text_key(fq.index, term))
+                    .cloned()
+                    .unwrap_or_default()
+            }
+        };
+        let weights: Vec<f64> = (0..nt)
+            .map(|i| {
+                let any = t
+                    .fields
+                    .iter()
+                    .fold(RoaringBitmap::new(), |a, fq| a | holds(fq, i));
+                idf(any.len())
+            })
+            .collect();
+        let wsum: f64 = weights.iter().sum();
+        let Some(IndexedValue::Text(toks)) = snap.doc(doc)?.values.get(dim)?.as_ref() else {
+            return None;
+        };
+        let (mut score, mut contained, mut n_in) = (0.0, vec![false; nt], 0);
+        for fq in &t.fields {
+            let mut tf = vec![0u32; nt];
+            t.count_row(toks.group(fq.index), fq, &mut tf);
+            let len = toks.group(fq.index).count() as f64;
+            let (total, with) = post.field_stats[fq.index];
+            let avg = if with > 0 {
+                total as f64 / with as f64
+            } else {
+                1.0
+            };
+            let b = if fq.ignore_length { 0.0 } else { B };
+            let mut fs = 0.0;
+            for (i, ct) in contained.iter_mut().enumerate() {
+                let f = tf[i] as f64;
+                if f > 0.0 {
+                    if !*ct {
+                        n_in += 1;
+                    }
+                    *ct = true;
+                    fs += idf(holds(fq, i).len()) * f * (K1 + 1.0)
+                        / (f + K1 * (1.0 - b + b * len / avg.max(1e-9)));
+                }
+            }
+            score += fq.boost * fs;
+        }
+        if n_in == 0 {
+            return None;
+        }
+        let m = contained
+            .iter()
+            .zip(&weights)
+            .filter(|(c, _)| **c)
+            .map(|(_, w)| w)
+            .sum::<f64>()
+            / wsum;
+        Some((!t.require_all || n_in == nt, score, m))
+    }
+
+    fn dims() -> Arc<Dimensions> {
+        Arc::new(
+            Dimensions::parse(
+                b"<dimensions><dimension id='t' type='text' stopWords=''>\
+                  <field id='a'/><field id='b' ignoreFieldLength='true'/></dimension></dimensions>",
+            )
+            .unwrap(),
+        )
+    }
+
+    fn text_matcher(q: &mut crate::Query) -> &mut TextMatcher {
+        match &mut q.criteria[0].node {
+            Node::Leaf(leaf) => match &mut leaf.matcher {
+                Matcher::Text(t) => t,
+                _ => panic!("not a text criterion"),
+            },
+            _ => panic!("not a leaf"),
+        }
+    }
+
+    /// Checks every document's prepared score against its row.
+    fn check(snap: &Snapshot, body: serde_json::Value) -> Result<(), TestCaseError> {
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let t = text_matcher(&mut q);
+        t.prepare(snap, 0);
+        for (c, chunk) in snap.chunks().iter().enumerate() {
+            for (i, d) in chunk.docs.iter().enumerate() {
+                let doc = (c * crate::CHUNK + i) as u32;
+                let want = d.as_ref().and_then(|_| row_score(t, snap, 0, doc));
+                let got = t
+                    .rank
+                    .get(doc)
+                    .map(|r| t.scored[r])
+                    .filter(|s| s.holds)
+                    .map(|s| (s.exact, s.score, s.m));
+                prop_assert_eq!(got, want, "doc {} query {}", doc, body);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        /// Scores from postings (term frequencies as level keys, lengths from columns)
+        /// equal scores counted from the rows, through applies that add, change and
+        /// delete documents.
+        #[test]
+        fn postings_scores_equal_row_scores(
+            steps in prop::collection::vec(
+                prop::collection::vec((0usize..30, prop::option::of((0usize..8, "[abc]{1,2}( [abc]{1,2}){0,9}", "[abc]{1,2}( [abc]{1,2}){0,3}"))), 1..25),
+                1..4),
+            query in "[abc]{1,2}( [abc]{1,2}){0,2}",
+            starts_with in any::<bool>(),
+            all in any::<bool>(),
+            boost in 1u32..4,
+        ) {
+            let mut w = IndexWriter::new();
+            let mut snap = Snapshot::empty(dims());
+            for step in steps {
+                let mut b = w.begin(&snap);
+                for (id, doc) in step {
+                    let id = format!("i{id}");
+                    match doc {
+                        Some((_, a, bb)) => b.upsert(&id, &Record(vec![
+                            ("a".to_string(), Value::Str(a)),
+                            ("b".to_string(), Value::Str(bb)),
+                        ])),
+                        None => b.delete(&id),
+                    }
+                }
+                snap = b.commit();
+            }
+            let mut body = serde_json::json!({"criteria": [{"dimension": "t", "value": query,
+                "fieldBoosts": {"a": boost}}]});
+            if starts_with {
+                body["criteria"][0]["searchStyle"] = "startsWith".into();
+            }
+            if all {
+                body["criteria"][0]["exactRequires"] = "all".into();
+            }
+            check(&snap, body.clone())?;
+            // postings counted from scratch, as at start-up
+            check(&snap.with_built_postings(), body)?;
+        }
+    }
+
+    /// A token repeated beyond the highest level key is counted from the row.
+    #[test]
+    fn frequencies_beyond_the_levels_come_from_the_row() {
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims()));
+        let many = vec!["x"; 300].join(" ");
+        b.upsert("big", &Record(vec![("a".to_string(), Value::Str(many))]));
+        b.upsert(
+            "small",
+            &Record(vec![("a".to_string(), Value::Str("x x y".into()))]),
+        );
+        let snap = b.commit();
+        for body in [
+            serde_json::json!({"criteria": [{"dimension": "t", "value": "x"}]}),
+            serde_json::json!({"criteria": [{"dimension": "t", "value": "x", "searchStyle": "startsWith"}]}),
+        ] {
+            check(&snap, body).unwrap();
+        }
+        // and the same from postings counted from scratch, as at start-up
+        let rebuilt = snap.clone().with_built_postings();
+        check(
+            &rebuilt,
+            serde_json::json!({"criteria": [{"dimension": "t", "value": "x y"}]}),
+        )
+        .unwrap();
     }
 }
