@@ -27,8 +27,14 @@ pub(crate) enum Col {
         multi: Box<[u64]>,
     },
     /// Tree, ordered and mutex dimensions: the one element of a document (`NO_ELEMENT`:
-    /// none).
-    Elem { e: Box<[u32]>, multi: Box<[u64]> },
+    /// none). Trees also keep, for facets, the deepest element of a document whose
+    /// elements lie on one path from the root (`NOT_A_PATH` otherwise): its own and its
+    /// ancestors are then the nodes the document counts in.
+    Elem {
+        e: Box<[u32]>,
+        multi: Box<[u64]>,
+        deepest: Box<[u32]>,
+    },
     /// Keyword and groupBy dimensions: which documents have a value (the rules for these
     /// read the value itself from postings bitmaps, not from the row).
     Present { bits: Box<[u64]> },
@@ -41,7 +47,30 @@ pub(crate) enum Col {
     },
 }
 
-const NO_ELEMENT: u32 = u32::MAX;
+pub(crate) const NO_ELEMENT: u32 = u32::MAX;
+pub(crate) const NOT_A_PATH: u32 = u32::MAX - 1;
+
+/// The deepest of `es` if every other one is its ancestor, else `NOT_A_PATH`.
+fn path_end(set: &discern_dimensions::ElementSet, es: &[u32]) -> u32 {
+    let Some(&end) = es.iter().max_by_key(|&&e| set.elements[e as usize].depth) else {
+        return NO_ELEMENT;
+    };
+    let on_path = |e: u32| {
+        let mut cur = Some(end);
+        while let Some(c) = cur {
+            if c == e {
+                return true;
+            }
+            cur = set.elements[c as usize].parent;
+        }
+        false
+    };
+    if es.iter().all(|&e| on_path(e)) {
+        end
+    } else {
+        NOT_A_PATH
+    }
+}
 
 /// One document's value as a column gives it.
 #[derive(Clone, Copy)]
@@ -136,18 +165,33 @@ impl ChunkCols {
                     })
                 }
                 DimensionKind::Tree(_) | DimensionKind::Ordered(_) | DimensionKind::Mutex(_) => {
+                    let tree = match &dim.kind {
+                        DimensionKind::Tree(set) => Some(set),
+                        _ => None,
+                    };
                     let mut e = vec![NO_ELEMENT; n];
                     let mut multi = vec![0u64; words];
+                    let mut deepest = vec![NO_ELEMENT; if tree.is_some() { n } else { 0 }];
                     for (i, d) in docs.iter().enumerate() {
                         match value(d, di) {
                             Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
+                            Some(IndexedValue::Elements(es)) => {
+                                multi[i / 64] |= 1 << (i % 64);
+                                if let Some(set) = tree {
+                                    deepest[i] = path_end(set, es);
+                                }
+                            }
                             Some(_) => multi[i / 64] |= 1 << (i % 64),
                             None => {}
+                        }
+                        if tree.is_some() && e[i] != NO_ELEMENT {
+                            deepest[i] = e[i];
                         }
                     }
                     Some(Col::Elem {
                         e: e.into(),
                         multi: multi.into(),
+                        deepest: deepest.into(),
                     })
                 }
                 DimensionKind::Keyword | DimensionKind::GroupBy => {
@@ -206,7 +250,7 @@ impl ChunkCols {
                 let la = lat[i];
                 Some(ColValue::Point((!la.is_nan()).then_some((la, pts[i]))))
             }
-            Col::Elem { e, multi } => {
+            Col::Elem { e, multi, .. } => {
                 if bit(multi, i) {
                     return None;
                 }
@@ -227,6 +271,16 @@ impl ChunkCols {
                 (n != u16::MAX).then_some(n as usize)
             }
             _ => None,
+        }
+    }
+
+    /// A tree dimension's deepest element of document `i` when its elements lie on one
+    /// path from the root (`NO_ELEMENT`: no value, `NOT_A_PATH`: read the row).
+    #[inline]
+    pub(crate) fn deepest(&self, dim: usize, i: usize) -> u32 {
+        match self.dims.get(dim).and_then(|c| c.as_ref()) {
+            Some(Col::Elem { deepest, .. }) if !deepest.is_empty() => deepest[i],
+            _ => NOT_A_PATH,
         }
     }
 
