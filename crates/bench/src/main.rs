@@ -34,6 +34,10 @@ struct Args {
     /// Queries replayed per class (at most).
     #[arg(long, default_value_t = 100)]
     per_class: usize,
+    /// Only replay the queries in this process, on the data dir a previous run left in
+    /// `--work` (no load, no HTTP).
+    #[arg(long, requires = "work")]
+    in_process_only: bool,
 }
 
 struct Engine {
@@ -187,6 +191,50 @@ fn row(what: &str, figure: String, target: &str) {
     println!("{what:<52} {figure:>22}   target {target}");
 }
 
+/// The §16 target of a query class.
+fn target(class: &str) -> &'static str {
+    match class {
+        "exact" => "p50 <= 1 ms, p99 <= 5 ms",
+        "rank" | "geo" => "p50 <= 5 ms, p99 <= 20 ms",
+        "facets" => "p50 <= 5 ms",
+        "text" => "p50 <= 1 ms",
+        "didyoumean" => "p50 <= 2 ms",
+        _ => "-",
+    }
+}
+
+/// The same queries in this process, without HTTP: what the engine itself takes.
+fn replay_in_process(
+    data: &Path,
+    class_names: &[String],
+    replayed: &[(usize, serde_json::Value)],
+) -> anyhow::Result<()> {
+    let local = discern_engine::Engine::open(
+        discern_engine::Config {
+            data_dir: data.to_path_buf(),
+            ..Default::default()
+        },
+        true,
+    )?;
+    local.populate(&mut local.lock_writer_blocking())?;
+    let mut local_times: Vec<Vec<f64>> = vec![Vec::new(); class_names.len()];
+    for (class, body) in replayed {
+        let t = Instant::now();
+        if discern_engine::query_response(&local, body).is_ok() {
+            local_times[*class].push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for (class, mut times) in class_names.iter().zip(local_times) {
+        if times.is_empty() {
+            continue;
+        }
+        times.sort_by(f64::total_cmp);
+        latency_row(class, "in-process", &times, target(class));
+    }
+    drop(local);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let ds = &args.dataset;
@@ -201,8 +249,35 @@ fn main() -> anyhow::Result<()> {
             tmp.clone()
         }
     };
-    let _ = std::fs::remove_dir_all(&work);
     let data = work.join("data");
+    if args.in_process_only {
+        let mut class_names: Vec<String> = Vec::new();
+        let mut replayed: Vec<(usize, serde_json::Value)> = Vec::new();
+        let file = std::fs::File::open(ds.join("queries.jsonl"))?;
+        for line in std::io::BufReader::new(file).lines() {
+            let mut q: serde_json::Value = serde_json::from_str(&line?)?;
+            let class = q["_class"].as_str().unwrap_or("?").to_string();
+            if class == "didyoumean" {
+                continue;
+            }
+            let pos = class_names
+                .iter()
+                .position(|c| *c == class)
+                .unwrap_or_else(|| {
+                    class_names.push(class);
+                    class_names.len() - 1
+                });
+            if replayed.iter().filter(|(c, _)| *c == pos).count() >= args.per_class {
+                continue;
+            }
+            if let Some(o) = q.as_object_mut() {
+                o.retain(|k, _| !k.starts_with('_'));
+            }
+            replayed.push((pos, q));
+        }
+        return replay_in_process(&data, &class_names, &replayed);
+    }
+    let _ = std::fs::remove_dir_all(&work);
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(0);
@@ -306,14 +381,6 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let class_names: Vec<String> = classes.iter().map(|(c, _)| c.clone()).collect();
-    let target = |c: &str| match c {
-        "exact" => "p50 <= 1 ms, p99 <= 5 ms",
-        "rank" | "geo" => "p50 <= 5 ms, p99 <= 20 ms",
-        "facets" => "p50 <= 5 ms",
-        "text" => "p50 <= 1 ms",
-        "didyoumean" => "p50 <= 2 ms",
-        _ => "-",
-    };
     for (class, mut times) in classes {
         times.sort_by(f64::total_cmp);
         if times.is_empty() {
@@ -368,30 +435,7 @@ fn main() -> anyhow::Result<()> {
     );
     engine.stop();
 
-    // The same queries in this process, without HTTP: what the engine itself takes.
-    let local = discern_engine::Engine::open(
-        discern_engine::Config {
-            data_dir: data.clone(),
-            ..Default::default()
-        },
-        true,
-    )?;
-    local.populate(&mut local.lock_writer_blocking())?;
-    let mut local_times: Vec<Vec<f64>> = vec![Vec::new(); class_names.len()];
-    for (class, body) in &replayed {
-        let t = Instant::now();
-        if discern_engine::query_response(&local, body).is_ok() {
-            local_times[*class].push(t.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-    for (class, mut times) in class_names.iter().zip(local_times) {
-        if times.is_empty() {
-            continue;
-        }
-        times.sort_by(f64::total_cmp);
-        latency_row(class, "in-process", &times, target(class));
-    }
-    drop(local);
+    replay_in_process(&data, &class_names, &replayed)?;
     if args.work.is_none() {
         let _ = std::fs::remove_dir_all(&work);
     }
