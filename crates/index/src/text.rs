@@ -312,7 +312,8 @@ impl TextMatcher {
         for (t, any) in df_any.iter_mut().enumerate() {
             let mut docs = RoaringBitmap::new();
             for (fi, fq) in self.fields.iter().enumerate() {
-                // a field whose analysis gave fewer terms matches "" (as `score_row` does)
+                // a field whose analysis gave fewer terms looks up "": no token, or as a
+                // prefix every token (as `count_row` does)
                 let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
                 let slot = fi * nt + t;
                 let in_field = if self.prefix_last && t + 1 == nt {
