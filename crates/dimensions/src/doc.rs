@@ -429,6 +429,7 @@ fn parse_text(node: &Node, id: &str, keys: &[String]) -> Result<TextSpec, String
         });
     }
     let mut fields: Vec<TextField> = Vec::new();
+    let mut ids = std::collections::HashSet::new();
     for c in &node.children {
         if c.name != "field" {
             return Err(format!(
@@ -437,7 +438,8 @@ fn parse_text(node: &Node, id: &str, keys: &[String]) -> Result<TextSpec, String
             ));
         }
         let fid = c.attr("id").ok_or("a <field> without id")?.to_string();
-        if fields.iter().any(|f| f.id == fid) {
+        // a set, not a scan: a document with many fields must not cost quadratic time
+        if !ids.insert(fid.clone()) {
             return Err(format!("duplicate field id {fid:?}"));
         }
         fields.push(TextField {
@@ -587,6 +589,21 @@ fn parse_elements(node: &Node, nested: bool, ignore_case: bool) -> Result<Elemen
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index keys fields in 15 bits: one more field is refused with the limit named.
+    #[test]
+    fn text_fields_are_limited() {
+        let doc = |n: usize| {
+            let fields: String = (0..n).map(|i| format!("<field id='f{i}'/>")).collect();
+            format!("<dimensions><dimension id='t' type='text'>{fields}</dimension></dimensions>")
+        };
+        assert!(Dimensions::parse(doc(MAX_TEXT_FIELDS).as_bytes()).is_ok());
+        let err = Dimensions::parse(doc(MAX_TEXT_FIELDS + 1).as_bytes()).unwrap_err();
+        assert!(
+            format!("{err:?}").contains("at most 32767 fields"),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn spec_example_parses() {
