@@ -224,31 +224,7 @@ fn bucket_counts(
     }
     match (&dim.kind, snap.postings(di)) {
         (DimensionKind::Numeric(spec), _) => return numeric_counts(snap, spec, di, counted),
-        (DimensionKind::Tree(set), Some(p)) if holds_one_element(set, p) => {
-            // every document is tagged with one element: a node's documents are its own
-            // plus its descendants', counted without building their union
-            fn visit(
-                e: u32,
-                set: &discern_dimensions::ElementSet,
-                p: &DimPostings,
-                counted: &RoaringBitmap,
-                counts: &mut Counts,
-            ) -> usize {
-                let mut n = p
-                    .get(&e.to_be_bytes())
-                    .map_or(0, |b| b.intersection_len(counted) as usize);
-                for &c in &set.elements[e as usize].children {
-                    n += visit(c, set, p, counted, counts);
-                }
-                if n > 0 {
-                    counts.insert(set.elements[e as usize].id.clone(), n);
-                }
-                n
-            }
-            for &r in &set.roots {
-                visit(r, set, p, &counted.set, &mut counts);
-            }
-        }
+        // per counted document when they outnumber the elements, else per element
         (DimensionKind::Tree(set), Some(_)) if counted.docs.len() >= set.elements.len() => {
             tree_counts_by_path(snap, set, di, counted, &mut counts)
         }
@@ -472,18 +448,6 @@ fn tree_counts_by_path(
             counts.insert(set.elements[e].id.clone(), k);
         }
     }
-}
-
-/// Whether no document is tagged with more than one element of `set` (the elements'
-/// postings are disjoint): every document with a value holds at least one element
-/// (an empty value is no value), so the postings' sizes add up to the documents with a
-/// value exactly when none holds two.
-fn holds_one_element(set: &discern_dimensions::ElementSet, p: &DimPostings) -> bool {
-    let tagged: u64 = (0..set.elements.len() as u32)
-        .filter_map(|e| p.get(&e.to_be_bytes()))
-        .map(|b| b.len())
-        .sum();
-    tagged == p.has.len()
 }
 
 /// Element order and labels of a bucket id.
@@ -857,7 +821,7 @@ mod tests {
             one_tree_element in any::<bool>(),
         ) {
             if one_tree_element {
-                // the tree's postings are disjoint: counted without their union
+                // every document at its only element, none read from a row
                 docs.iter_mut().for_each(|d| d.1.truncate(1));
             }
             let snap = snapshot(&docs);

@@ -51,15 +51,6 @@ impl DimPostings {
         out
     }
 
-    /// The union of the postings of every key starting with `prefix`.
-    pub(crate) fn union_prefix(&self, prefix: &[u8]) -> RoaringBitmap {
-        let mut out = RoaringBitmap::new();
-        for b in self.prefix(prefix) {
-            out |= b;
-        }
-        out
-    }
-
     /// The postings of every key starting with `prefix`, in key order.
     pub(crate) fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = &RoaringBitmap> + '_ {
         let owned = prefix.to_vec();

@@ -17,6 +17,21 @@ use crate::Snapshot;
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
+/// A field's average length in tokens from its (total tokens, documents with the field).
+fn average_length((total, with_field): (u64, u64)) -> f64 {
+    if with_field > 0 {
+        total as f64 / with_field as f64
+    } else {
+        1.0
+    }
+}
+
+/// One query term's BM25 contribution in one field.
+fn bm25_term(idf: f64, tf: f64, len: f64, avg: f64, ignore_length: bool) -> f64 {
+    let b = if ignore_length { 0.0 } else { B };
+    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)))
+}
+
 pub struct TextMatcher {
     /// Per field of the dimension: selected?, boost, ignore field length, query terms.
     fields: Vec<FieldQuery>,
@@ -316,29 +331,32 @@ impl TextMatcher {
                 // prefix every token (as `count_row` does)
                 let term = fq.terms.get(t).map(String::as_str).unwrap_or("");
                 let slot = fi * nt + t;
-                let in_field = if self.prefix_last && t + 1 == nt {
-                    sources.extend(post.prefix(&text_key(fq.index, term)).map(|b| (slot, b)));
-                    for level in 2..=MAX_LEVEL {
-                        let before = sources.len();
-                        let key = text_level_key(fq.index, level, term);
-                        sources.extend(post.prefix(&key).map(|b| (slot, b)));
-                        if sources.len() == before {
-                            break;
-                        }
-                    }
-                    post.union_prefix(&text_key(fq.index, term))
+                let prefix = self.prefix_last && t + 1 == nt;
+                // the term's documents (every term's with the prefix), then its levels
+                let base = sources.len();
+                let key = text_key(fq.index, term);
+                if prefix {
+                    sources.extend(post.prefix(&key).map(|b| (slot, b)));
                 } else {
-                    sources.extend(post.get(&text_key(fq.index, term)).map(|b| (slot, b)));
-                    for level in 2..=MAX_LEVEL {
-                        match post.get(&text_level_key(fq.index, level, term)) {
-                            Some(b) => sources.push((slot, b)),
-                            None => break,
-                        }
+                    sources.extend(post.get(&key).map(|b| (slot, b)));
+                }
+                let mut in_field = RoaringBitmap::new();
+                for (_, b) in &sources[base..] {
+                    in_field |= *b;
+                }
+                for level in 2..=MAX_LEVEL {
+                    let before = sources.len();
+                    let key = text_level_key(fq.index, level, term);
+                    if prefix {
+                        sources.extend(post.prefix(&key).map(|b| (slot, b)));
+                    } else {
+                        sources.extend(post.get(&key).map(|b| (slot, b)));
                     }
-                    post.get(&text_key(fq.index, term))
-                        .cloned()
-                        .unwrap_or_default()
-                };
+                    // a level below is a superset: none here, none above
+                    if sources.len() == before {
+                        break;
+                    }
+                }
                 df[fi][t] = in_field.len();
                 docs |= in_field;
             }
@@ -458,13 +476,7 @@ impl TextMatcher {
                 .and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, fq.index))
                 .or_else(|| Some(row()?.group(fq.index).count()))
                 .unwrap_or(0) as f64;
-            let (total_len, with_field) = stats[fi];
-            let avg = if with_field > 0 {
-                total_len as f64 / with_field as f64
-            } else {
-                1.0
-            };
-            let b = if fq.ignore_length { 0.0 } else { B };
+            let avg = average_length(stats[fi]);
             let mut fs = 0.0;
             for (t, ct) in contained.iter_mut().enumerate() {
                 let tf = tf_of(t) as f64;
@@ -473,8 +485,7 @@ impl TextMatcher {
                         n_in += 1;
                     }
                     *ct = true;
-                    fs += idfs[fi][t] * tf * (K1 + 1.0)
-                        / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)));
+                    fs += bm25_term(idfs[fi][t], tf, len, avg, fq.ignore_length);
                 }
             }
             score += fq.boost * fs;
@@ -597,7 +608,8 @@ mod tests {
         let holds = |fq: &FieldQuery, i: usize| -> RoaringBitmap {
             let term = fq.terms.get(i).map(String::as_str).unwrap_or("");
             if t.prefix_last && i + 1 == nt {
-                post.union_prefix(&text_key(fq.index, term))
+                post.prefix(&text_key(fq.index, term))
+                    .fold(RoaringBitmap::new(), |a, b| a | b)
             } else {
                 post.get(&text_key(fq.index, term))
                     .cloned()
@@ -622,13 +634,7 @@ mod tests {
             let mut tf = vec![0u32; nt];
             t.count_row(toks.group(fq.index), fq, &mut tf);
             let len = toks.group(fq.index).count() as f64;
-            let (total, with) = post.field_stats[fq.index];
-            let avg = if with > 0 {
-                total as f64 / with as f64
-            } else {
-                1.0
-            };
-            let b = if fq.ignore_length { 0.0 } else { B };
+            let avg = average_length(post.field_stats[fq.index]);
             let mut fs = 0.0;
             for (i, ct) in contained.iter_mut().enumerate() {
                 let f = tf[i] as f64;
@@ -637,8 +643,7 @@ mod tests {
                         n_in += 1;
                     }
                     *ct = true;
-                    fs += idf(holds(fq, i).len()) * f * (K1 + 1.0)
-                        / (f + K1 * (1.0 - b + b * len / avg.max(1e-9)));
+                    fs += bm25_term(idf(holds(fq, i).len()), f, len, avg, fq.ignore_length);
                 }
             }
             score += fq.boost * fs;
@@ -738,6 +743,85 @@ mod tests {
             check(&snap, body.clone())?;
             // postings counted from scratch, as at start-up
             check(&snap.with_built_postings(), body)?;
+        }
+    }
+
+    proptest! {
+        /// Ranks, counts below a document, ranges and splits agree with the plain
+        /// definitions.
+        #[test]
+        fn doc_rank_is_the_rank(
+            docs in prop::collection::btree_set(0u32..5_000, 0..400),
+            probes in prop::collection::vec(0u32..5_200, 1..40),
+            parts in 1usize..9,
+        ) {
+            let set: RoaringBitmap = docs.iter().copied().collect();
+            let sorted: Vec<u32> = docs.iter().copied().collect();
+            let rank = DocRank::new(&set);
+            prop_assert_eq!(rank.len(), sorted.len());
+            for &p in &probes {
+                prop_assert_eq!(rank.get(p), sorted.binary_search(&p).ok());
+                prop_assert_eq!(rank.below(p), sorted.partition_point(|&d| d < p));
+            }
+            for w in probes.windows(2) {
+                let (a, b) = (w[0].min(w[1]), w[0].max(w[1]));
+                let want: Vec<u32> = sorted.iter().copied().filter(|d| (a..b).contains(d)).collect();
+                prop_assert_eq!(rank.count_in(a..b), want.len());
+                prop_assert_eq!(rank.iter_range(a..b).collect::<Vec<_>>(), want);
+            }
+            let bounds = rank.split(parts);
+            prop_assert_eq!(bounds[0], 0);
+            prop_assert!(bounds.windows(2).all(|w| w[0] < w[1]) || sorted.is_empty());
+            let mut all = Vec::new();
+            for w in bounds.windows(2) {
+                let part: Vec<u32> = rank.iter_range(w[0]..w[1]).collect();
+                prop_assert_eq!(part.len(), rank.count_in(w[0]..w[1]));
+                all.extend(part);
+            }
+            prop_assert_eq!(all, sorted);
+        }
+    }
+
+    /// Enough matching documents to be scored in parallel ranges.
+    #[test]
+    fn parallel_ranges_score_like_rows() {
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims()));
+        let words = ["ab", "ac", "b", "ab ab", "c ab ac ab"];
+        for i in 0..40_000usize {
+            let a = words[i % words.len()];
+            let bb = words[(i / 7) % words.len()];
+            b.upsert(
+                &format!("i{i}"),
+                &Record(vec![
+                    ("a".to_string(), Value::Str(a.into())),
+                    ("b".to_string(), Value::Str(bb.into())),
+                ]),
+            );
+        }
+        let snap = b.commit();
+        let mut q = parse_query(
+            &serde_json::json!({"criteria": [{"dimension": "t", "value": "ab a", "searchStyle": "startsWith"}]}),
+            &snap.dims,
+            10,
+        )
+        .unwrap();
+        let t = text_matcher(&mut q);
+        t.prepare(&snap, 0);
+        assert!(
+            t.rank.len() >= 16_384,
+            "{} matches: not split",
+            t.rank.len()
+        );
+        // one document of each pattern, far apart in doc order
+        for doc in (0..40_000u32).step_by(997) {
+            let got = t
+                .rank
+                .get(doc)
+                .map(|r| t.scored[r])
+                .filter(|s| s.holds)
+                .map(|s| (s.exact, s.score, s.m));
+            assert_eq!(got, row_score(t, &snap, 0, doc), "doc {doc}");
         }
     }
 
