@@ -681,6 +681,12 @@ mod tests {
         }
     }
 
+    /// A document's prepared (exact, score, m), if it holds a query term.
+    fn prepared(t: &TextMatcher, doc: u32) -> Option<(bool, f64, f64)> {
+        let s = t.scored[t.rank.get(doc)?];
+        s.holds.then_some((s.exact, s.score, s.m))
+    }
+
     /// Checks every document's prepared score against its row.
     fn check(snap: &Snapshot, body: serde_json::Value) -> Result<(), TestCaseError> {
         let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
@@ -690,12 +696,7 @@ mod tests {
             for (i, d) in chunk.docs.iter().enumerate() {
                 let doc = (c * crate::CHUNK + i) as u32;
                 let want = d.as_ref().and_then(|_| row_score(t, snap, 0, doc));
-                let got = t
-                    .rank
-                    .get(doc)
-                    .map(|r| t.scored[r])
-                    .filter(|s| s.holds)
-                    .map(|s| (s.exact, s.score, s.m));
+                let got = prepared(t, doc);
                 prop_assert_eq!(got, want, "doc {} query {}", doc, body);
             }
         }
@@ -815,12 +816,7 @@ mod tests {
         );
         // one document of each pattern, far apart in doc order
         for doc in (0..40_000u32).step_by(997) {
-            let got = t
-                .rank
-                .get(doc)
-                .map(|r| t.scored[r])
-                .filter(|s| s.holds)
-                .map(|s| (s.exact, s.score, s.m));
+            let got = prepared(t, doc);
             assert_eq!(got, row_score(t, &snap, 0, doc), "doc {doc}");
         }
     }
