@@ -13,6 +13,7 @@ mod respond;
 pub mod stats;
 
 pub use config::Config;
+pub use discern_store::ItemReader;
 pub use respond::{export_line_meta, query_response};
 
 use std::io::Read;
@@ -133,8 +134,39 @@ pub struct Engine {
     indexing: bool,
     merging_terms: AtomicBool,
     pub feed: feed::FeedStatus,
+    /// Odd from just before an apply commits the item store until its snapshot is
+    /// current (see `view`).
+    commit_seq: AtomicU64,
     /// This engine, for background work that outlives a borrow.
     me: std::sync::Weak<Engine>,
+}
+
+/// A snapshot and the item store as of that snapshot (`Engine::view`).
+pub struct View {
+    pub snap: Arc<Snapshot>,
+    pub items: discern_store::ItemReader,
+}
+
+/// Holds `Engine::commit_seq` odd once `mark` is called, until dropped.
+struct StoreAhead<'a> {
+    seq: &'a AtomicU64,
+    marked: std::cell::Cell<bool>,
+}
+
+impl StoreAhead<'_> {
+    fn mark(&self) {
+        if !self.marked.replace(true) {
+            self.seq.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for StoreAhead<'_> {
+    fn drop(&mut self) {
+        if self.marked.get() {
+            self.seq.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 pub const EMPTY_DIMENSIONS: &[u8] = b"<dimensions/>";
@@ -174,6 +206,7 @@ impl Engine {
             indexing,
             merging_terms: AtomicBool::new(false),
             feed: feed_status,
+            commit_seq: AtomicU64::new(0),
             me: me.clone(),
         }))
     }
@@ -184,6 +217,24 @@ impl Engine {
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
+    }
+
+    /// The current snapshot and a reader of the item store in the same state, so that
+    /// the sources a response shows are those of the items it lists (an apply may
+    /// commit the store a moment before it publishes its snapshot). Blocking: waits
+    /// out such a moment.
+    pub fn view(&self) -> Result<View> {
+        loop {
+            let before = self.commit_seq.load(Ordering::SeqCst);
+            if before.is_multiple_of(2) {
+                let snap = self.snapshot.load_full();
+                let items = self.store.reader()?;
+                if self.commit_seq.load(Ordering::SeqCst) == before {
+                    return Ok(View { snap, items });
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
     }
 
     pub fn dimensions_doc(&self) -> Arc<Vec<u8>> {
@@ -315,6 +366,10 @@ impl Engine {
         run: impl FnOnce(&Store, &mut dyn FnMut(ItemChange) -> Result<()>) -> Result<ApplyOutcome>,
     ) -> Result<ApplyOutcome> {
         let base = self.snapshot.load_full();
+        let ahead = StoreAhead {
+            seq: &self.commit_seq,
+            marked: Default::default(),
+        };
         let outcome;
         if self.indexing {
             // The store's thread parses and writes the items; this one's twin indexes
@@ -339,7 +394,9 @@ impl Engine {
                         }
                         let (ack, done) = std::sync::mpsc::sync_channel(1);
                         tx.send(ToIndex::Flushed(ack)).map_err(|_| stopped())?;
-                        return done.recv().map_err(|_| stopped());
+                        done.recv().map_err(|_| stopped())?;
+                        ahead.mark();
+                        return Ok(());
                     }
                     batch.push(ch);
                     if batch.len() == INDEX_BATCH {
@@ -365,6 +422,7 @@ impl Engine {
                 let snap = Arc::new(b.commit());
                 let merge = snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
                 let old = self.snapshot.swap(snap);
+                drop(ahead);
                 let big = match &outcome {
                     ApplyOutcome::Applied {
                         created,
@@ -570,5 +628,71 @@ impl Engine {
 
     pub fn item(&self, id: &str) -> Result<Option<Record>> {
         self.store.get(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(dir: &std::path::Path) -> Arc<Engine> {
+        let config = Config {
+            data_dir: dir.to_path_buf(),
+            ..Config::default()
+        };
+        let e = Engine::open(config, true).unwrap();
+        e.populate(&mut e.lock_writer_blocking()).unwrap();
+        e
+    }
+
+    fn apply(e: &Engine, doc: &str) {
+        let mut g = e.lock_writer_blocking();
+        e.apply(&mut g, ChangesetType::Delta, doc.as_bytes())
+            .unwrap();
+    }
+
+    /// A view keeps the items of its snapshot, whatever commits after it.
+    #[test]
+    fn a_view_reads_the_items_of_its_snapshot() {
+        let d = tempfile::tempdir().unwrap();
+        let e = engine(d.path());
+        apply(&e, "<changeset><set-item id='a'><properties><struct><entry name='x'><string>1</string></entry></struct></properties></set-item></changeset>");
+        let view = e.view().unwrap();
+        apply(
+            &e,
+            "<changeset><remove-item id='a'/><set-item id='b'/></changeset>",
+        );
+        assert_eq!(view.snap.len(), 1);
+        let a = view.items.get("a").unwrap().expect("a, as of the view");
+        assert_eq!(a.get("x"), Some(&discern_model::Value::Str("1".into())));
+        assert!(view.items.get("b").unwrap().is_none());
+        let now = e.view().unwrap();
+        assert!(now.items.get("a").unwrap().is_none());
+        assert_eq!(now.snap.len(), 1);
+        // each apply marked the store ahead once, and cleared the mark
+        assert_eq!(e.commit_seq.load(Ordering::SeqCst), 4);
+    }
+
+    /// While an apply has committed the store but not yet published its snapshot, a
+    /// view waits; it is taken once both agree.
+    #[test]
+    fn a_view_waits_for_the_snapshot_of_a_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let e = engine(d.path());
+        let ahead = StoreAhead {
+            seq: &e.commit_seq,
+            marked: Default::default(),
+        };
+        ahead.mark();
+        ahead.mark();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let e2 = e.clone();
+        std::thread::spawn(move || tx.send(e2.view().map(|v| v.snap.generation)));
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(100))
+            .is_err());
+        drop(ahead);
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
+        assert_eq!(e.commit_seq.load(Ordering::SeqCst), 2);
     }
 }

@@ -49,7 +49,7 @@ fn group_key(snap: &Snapshot, dim: usize, h: &Hit) -> (bool, String) {
 
 /// Evaluates a `/ws/query` request against the current snapshot.
 pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
-    let snap = engine.snapshot();
+    let crate::View { snap, items } = engine.view()?;
     let mut q = parse_query(body, &snap.dims, engine.config.max_paged_docs)?;
     let did_you_mean = did_you_mean_requests(body, &snap)?;
     let filter = Filter {
@@ -165,7 +165,7 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         for g in &page_groups {
             for h in g.iter().take(top_n) {
                 if !records.contains_key(&*h.id) {
-                    records.insert(&h.id, engine.item(&h.id)?.unwrap_or_default());
+                    records.insert(&h.id, items.get(&h.id)?.unwrap_or_default());
                 }
             }
         }

@@ -160,6 +160,185 @@ pub fn decode_record(buf: &[u8]) -> Result<Record, CodecError> {
     Ok(Record(props))
 }
 
+/// Writes an encoded record as the JSON object serde_json writes for
+/// `RecordWithId { id, record, only: None }` (`"_id"` first, then the properties in
+/// order), without decoding it into values: exporting a million sources allocates nothing
+/// per item. A damaged encoding is an error, as in `decode_record`.
+pub fn write_record_json(buf: &[u8], id: &str, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let mut c = Cursor { buf };
+    let n = c.len()?;
+    out.extend_from_slice(b"{\"_id\":");
+    write_json_str(id.as_bytes(), out);
+    for _ in 0..n {
+        out.push(b',');
+        c.write_str_json(out)?;
+        out.push(b':');
+        c.write_value_json(0, out)?;
+    }
+    if !c.buf.is_empty() {
+        return Err(CodecError("trailing bytes"));
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// `s` as a JSON string, exactly as serde_json writes it.
+pub fn write_json_string(s: &str, out: &mut Vec<u8>) {
+    write_json_str(s.as_bytes(), out);
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `w` that is not ASCII, a control character, `"` or `\\`
+/// may be set, and one is if any byte is one of those (a byte `b` below `n` <= 128 sets its
+/// high bit in `(w - n) & !w`; borrows only mark bytes above such a byte).
+#[inline]
+fn look_bits(w: u64) -> u64 {
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w;
+    let quote = w ^ (ONES * b'"' as u64);
+    let backslash = w ^ (ONES * b'\\' as u64);
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
+    (below_space | zero(quote) | zero(backslash) | w) & HIGH
+}
+
+#[cfg(test)]
+fn needs_a_look(w: u64) -> bool {
+    look_bits(w) != 0
+}
+
+/// `s` as a JSON string, escaped as serde_json escapes (`\"`, `\\`, the short forms of
+/// five control characters, `\u00xx` for the others; everything else verbatim).
+/// Returns whether `s` is UTF-8, checked in the same pass.
+fn write_json_str(s: &[u8], out: &mut Vec<u8>) -> bool {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let mut esc = Escaper {
+        start: 0,
+        ascii: true,
+    };
+    // eight bytes per test: plain text, the usual case, costs a few operations per word
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        if look_bits(u64::from_le_bytes(w)) != 0 {
+            esc.bytes(s, at, at + 8, out);
+        }
+        at += 8;
+    }
+    // (a word assembled from the last few bytes would cost a memcpy and a stalled load)
+    esc.bytes(s, at, s.len(), out);
+    out.extend_from_slice(&s[esc.start..]);
+    out.push(b'"');
+    esc.ascii || std::str::from_utf8(s).is_ok()
+}
+
+/// The byte-at-a-time half of `write_json_str`.
+struct Escaper {
+    /// Start of the bytes not yet copied to the output.
+    start: usize,
+    ascii: bool,
+}
+
+impl Escaper {
+    #[inline]
+    fn bytes(&mut self, s: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
+        for (j, &b) in s[from..to].iter().enumerate() {
+            if b >= 0x80 {
+                self.ascii = false;
+            } else if b < 0x20 || b == b'"' || b == b'\\' {
+                self.escape(s, from + j, out);
+            }
+        }
+    }
+
+    #[cold]
+    fn escape(&mut self, s: &[u8], j: usize, out: &mut Vec<u8>) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let b = s[j];
+        out.extend_from_slice(&s[self.start..j]);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x09 => out.extend_from_slice(b"\\t"),
+            0x0a => out.extend_from_slice(b"\\n"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0x0d => out.extend_from_slice(b"\\r"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 0xf) as usize],
+            ]),
+        }
+        self.start = j + 1;
+    }
+}
+
+fn write_number(out: &mut Vec<u8>, n: impl serde::Serialize) -> Result<(), CodecError> {
+    serde_json::to_writer(out, &n).map_err(|_| CodecError("unwritable number"))
+}
+
+impl Cursor<'_> {
+    fn write_str_json(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let n = self.len()?;
+        if write_json_str(self.take(n)?, out) {
+            Ok(())
+        } else {
+            Err(CodecError("invalid UTF-8"))
+        }
+    }
+
+    fn write_value_json(&mut self, depth: u32, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if depth > 1000 {
+            return Err(CodecError("nesting too deep"));
+        }
+        match self.byte()? {
+            STR => self.write_str_json(out)?,
+            // numbers as serde_json writes them (ryu for reals, `null` if not finite)
+            INT => write_number(out, i64::from_le_bytes(self.eight()?))?,
+            REAL => write_number(out, f64::from_le_bytes(self.eight()?))?,
+            FALSE => out.extend_from_slice(b"false"),
+            TRUE => out.extend_from_slice(b"true"),
+            ARRAY => {
+                out.push(b'[');
+                for i in 0..self.len()? {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    self.write_value_json(depth + 1, out)?;
+                }
+                out.push(b']');
+            }
+            STRUCT => {
+                out.push(b'{');
+                for i in 0..self.len()? {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    self.write_str_json(out)?;
+                    out.push(b':');
+                    self.write_value_json(depth + 1, out)?;
+                }
+                out.push(b'}');
+            }
+            _ => return Err(CodecError("unknown tag")),
+        }
+        Ok(())
+    }
+
+    fn eight(&mut self) -> Result<[u8; 8], CodecError> {
+        self.take(8)?
+            .try_into()
+            .map_err(|_| CodecError("truncated"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,7 +359,52 @@ mod tests {
         })
     }
 
+    #[test]
+    fn json_escapes_every_control_character() {
+        let all: String = (0u8..0x80).map(char::from).collect();
+        let rec = Record(vec![(all.clone(), Value::Str(all.clone() + "é😀"))]);
+        let mut buf = Vec::new();
+        encode_record(&rec, &mut buf);
+        let mut direct = Vec::new();
+        write_record_json(&buf, &all, &mut direct).unwrap();
+        let by_serde = serde_json::to_vec(&crate::RecordWithId {
+            id: &all,
+            record: &rec,
+            only: None,
+        })
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(direct).unwrap(),
+            String::from_utf8(by_serde).unwrap()
+        );
+    }
+
+    #[test]
+    fn json_from_encoding_refuses_invalid_utf8() {
+        for bad in [&b"\xff"[..], b"abcdefgh\xc3", b"\xe2\x82abcdefghij"] {
+            let mut buf = vec![1, 0];
+            buf.push(bad.len() as u8);
+            buf.extend_from_slice(bad);
+            assert!(write_record_json(&buf, "x", &mut Vec::new()).is_err());
+            assert!(decode_record(&buf).is_err());
+        }
+    }
+
     proptest! {
+        #[test]
+        fn word_test_is_exact(bytes in prop::array::uniform8(prop_oneof![6 => 0x20u8..0x7f, 1 => any::<u8>()])) {
+            let by_byte = bytes.iter().any(|&b| b < 0x20 || b >= 0x80 || b == b'"' || b == b'\\');
+            prop_assert_eq!(needs_a_look(u64::from_le_bytes(bytes)), by_byte);
+        }
+
+        #[test]
+        fn escapes_at_any_offset(prefix in "[a-z]{0,17}", c in 0u8..0x80, suffix in "[a-zé]{0,9}") {
+            let s = format!("{prefix}{}{suffix}", char::from(c));
+            let mut direct = Vec::new();
+            write_json_string(&s, &mut direct);
+            prop_assert_eq!(String::from_utf8(direct).unwrap(), serde_json::to_string(&s).unwrap());
+        }
+
         #[test]
         fn round_trip(props in prop::collection::vec((any::<String>(), value_strategy()), 0..8)) {
             let rec = Record(props);
@@ -192,6 +416,21 @@ mod tests {
         #[test]
         fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             let _ = decode_record(&bytes);
+            let _ = write_record_json(&bytes, "x", &mut Vec::new());
+        }
+
+        #[test]
+        fn json_from_encoding_is_serde_json(
+            id in any::<String>(),
+            props in prop::collection::vec((any::<String>(), value_strategy()), 0..8),
+        ) {
+            let rec = Record(props);
+            let mut buf = Vec::new();
+            encode_record(&rec, &mut buf);
+            let mut direct = Vec::new();
+            write_record_json(&buf, &id, &mut direct).unwrap();
+            let by_serde = serde_json::to_vec(&crate::RecordWithId { id: &id, record: &rec, only: None }).unwrap();
+            prop_assert_eq!(String::from_utf8(direct).unwrap(), String::from_utf8(by_serde).unwrap());
         }
     }
 }

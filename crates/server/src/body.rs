@@ -190,6 +190,13 @@ pub struct ChunkSink {
 }
 
 impl ChunkSink {
+    /// Sends `chunk` as it is (after anything written before it), without copying.
+    pub fn send_owned(&mut self, chunk: Vec<u8>) -> io::Result<()> {
+        self.flush_now()?;
+        self.buf = chunk;
+        self.flush_now()
+    }
+
     fn flush_now(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
             let chunk = Bytes::from(std::mem::replace(

@@ -4,6 +4,7 @@
 mod body;
 mod didyoumean;
 mod errors;
+mod export;
 mod health;
 mod items;
 mod log_routes;
@@ -66,7 +67,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/json/query", post(query::query).get(query::query_get))
         .route(
             "/ws/export",
-            post(query::export_post).get(query::export_get),
+            post(export::export_post).get(export::export_get),
         )
         .route("/ws/item/{id}", get(items::item))
         .route("/ws/items", get(items::items_get).post(items::items_post))

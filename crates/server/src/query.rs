@@ -1,22 +1,20 @@
-//! `/ws/query`, `/json/query` (+ JSONP) and `/ws/export` (SPEC §7, §8).
+//! `/ws/query`, `/json/query` (+ JSONP) (SPEC §7).
 
 use std::collections::HashMap;
-use std::io::Write;
 
 use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use discern_engine::{export_line_meta, query_response};
-use discern_index::{evaluate, parse_export, ExportRequest, Filter, Want};
-use discern_model::{Error, RecordWithId};
+use discern_engine::query_response;
+use discern_model::Error;
 use serde_json::Value as J;
 
-use crate::body::{blocking_stream, parse_json, read_json};
+use crate::body::{parse_json, read_json};
 use crate::errors::ApiError;
 use crate::AppState;
 
-fn check_queryable(engine: &AppState) -> Result<(), ApiError> {
+pub(crate) fn check_queryable(engine: &AppState) -> Result<(), ApiError> {
     if engine.queries_allowed() {
         Ok(())
     } else {
@@ -122,90 +120,4 @@ pub async fn query_get(
             .into_response(),
         None => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
     })
-}
-
-pub async fn export_post(
-    State(engine): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let req = read_json(body, &headers).await?;
-    check_queryable(&engine)?;
-    let snap = engine.snapshot();
-    let parsed = parse_export(&req, &snap.dims)?;
-    Ok(export(engine, parsed))
-}
-
-pub async fn export_get(State(engine): State<AppState>) -> Result<Response, ApiError> {
-    check_queryable(&engine)?;
-    let req = ExportRequest {
-        criteria: Vec::new(),
-        scores: false,
-        sources: true,
-        exact_only: false,
-        values: Vec::new(),
-    };
-    Ok(export(engine, req))
-}
-
-/// Streams the results as ndjson: header, then meta/values/source per item, then an
-/// empty line (SPEC §8).
-fn export(engine: AppState, mut req: ExportRequest) -> Response {
-    let body = blocking_stream(move |sink| {
-        let snap = engine.snapshot();
-        let filter = Filter {
-            items: None,
-            not_items: None,
-            exact_only: req.exact_only,
-        };
-        let results = evaluate(&snap, &mut req.criteria, &filter, Want::All);
-        let mut format = vec!["meta"];
-        if !req.values.is_empty() {
-            format.push("values");
-        }
-        if req.sources {
-            format.push("sources");
-        }
-        writeln!(sink, "{}", serde_json::json!({ "format": format }))?;
-        let mut line = Vec::with_capacity(1024);
-        for hit in &results.hits {
-            line.clear();
-            let mut meta = serde_json::Map::new();
-            meta.insert("id".into(), J::String(hit.id.to_string()));
-            if req.scores {
-                meta.insert(
-                    "score".into(),
-                    serde_json::json!((hit.r * 1e6).round() / 1e6),
-                );
-            }
-            if !req.exact_only {
-                meta.insert("exact".into(), J::Bool(hit.exact));
-            }
-            serde_json::to_writer(&mut line, &meta)?;
-            line.push(b'\n');
-            if !req.values.is_empty() {
-                serde_json::to_writer(&mut line, &export_line_meta(&snap, hit.doc, &req.values))?;
-                line.push(b'\n');
-            }
-            if req.sources {
-                let rec = engine
-                    .item(&hit.id)
-                    .map_err(std::io::Error::other)?
-                    .unwrap_or_default();
-                serde_json::to_writer(
-                    &mut line,
-                    &RecordWithId {
-                        id: &hit.id,
-                        record: &rec,
-                        only: None,
-                    },
-                )?;
-                line.push(b'\n');
-            }
-            sink.write_all(&line)?;
-        }
-        sink.write_all(b"\n")?;
-        Ok(())
-    });
-    ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
 }

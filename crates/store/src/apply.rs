@@ -556,6 +556,37 @@ mod tests {
         assert!(s.get("a").unwrap().is_some());
     }
 
+    /// A reader keeps the state it was opened in; its cursor finds items in id order,
+    /// passes over missing ids without losing the next item.
+    #[test]
+    fn reader_and_cursor() {
+        let (_d, s) = store();
+        apply(&s, ChangesetType::Delta, "<changeset><set-item id='b'/><set-item id='d'/><set-item id='f'><properties><struct><entry name='x'><string>1</string></entry></struct></properties></set-item></changeset>").unwrap();
+        let reader = s.reader().unwrap();
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><remove-item id='d'/><set-item id='c'/></changeset>",
+        )
+        .unwrap();
+        assert!(reader.get("d").unwrap().is_some());
+        assert!(reader.get("c").unwrap().is_none());
+        assert!(s.get("d").unwrap().is_none());
+        let mut cur = reader.cursor_from("a").unwrap();
+        let len = |raw: &[u8]| raw.len();
+        assert!(cur.seek_raw("b", len).unwrap().is_some());
+        assert!(cur.seek_raw("c", len).unwrap().is_none());
+        assert!(cur.seek_raw("d", len).unwrap().is_some());
+        assert!(cur.seek_raw("e", len).unwrap().is_none());
+        assert!(cur.seek_raw("e2", len).unwrap().is_none());
+        let f = cur
+            .seek_raw("f", |raw| decode_record(raw).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.get("x"), Some(&sv("1")));
+        assert!(cur.seek_raw("g", len).unwrap().is_none());
+    }
+
     #[test]
     fn actions_and_types() {
         let (_d, s) = store();

@@ -28,6 +28,67 @@ pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("item store: {e}"))
 }
 
+/// One consistent read snapshot of the item store (see `Store::reader`).
+pub struct ItemReader {
+    items: redb::ReadOnlyTable<&'static str, &'static [u8]>,
+}
+
+impl ItemReader {
+    pub fn get(&self, id: &str) -> Result<Option<Record>> {
+        self.with_raw(id, |raw| decode_record(raw).map_err(db_err))?
+            .transpose()
+    }
+
+    /// Calls `f` with the item's encoded record (see `discern_model::decode_record`).
+    pub fn with_raw<T>(&self, id: &str, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        Ok(self.items.get(id).map_err(db_err)?.map(|v| f(v.value())))
+    }
+
+    /// A cursor over the items in id order from `from` on: reading many items in id
+    /// order this way walks the leaves once instead of descending the tree per item.
+    pub fn cursor_from(&self, from: &str) -> Result<ItemCursor<'_>> {
+        Ok(ItemCursor {
+            range: self.items.range::<&str>(from..).map_err(db_err)?,
+            ahead: None,
+        })
+    }
+}
+
+type Row<'a> = (
+    redb::AccessGuard<'a, &'static str>,
+    redb::AccessGuard<'a, &'static [u8]>,
+);
+
+pub struct ItemCursor<'a> {
+    range: redb::Range<'a, &'static str, &'static [u8]>,
+    /// A row read past a missing id, for the next seek.
+    ahead: Option<Row<'a>>,
+}
+
+impl ItemCursor<'_> {
+    /// Moves to the item `id` — which must not be before the cursor's last item — and
+    /// calls `f` with its encoded record; `None` if the store has no such item.
+    pub fn seek_raw<T>(&mut self, id: &str, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        loop {
+            let (k, v) = match self.ahead.take() {
+                Some(row) => row,
+                None => match self.range.next() {
+                    Some(row) => row.map_err(db_err)?,
+                    None => return Ok(None),
+                },
+            };
+            match k.value().cmp(id) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => return Ok(Some(f(v.value()))),
+                std::cmp::Ordering::Greater => {
+                    self.ahead = Some((k, v));
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
 pub struct Store {
     dir: PathBuf,
     log_dir: PathBuf,
@@ -134,6 +195,15 @@ impl Store {
             Some(v) => Ok(Some(decode_record(v.value()).map_err(db_err)?)),
             None => Ok(None),
         }
+    }
+
+    /// A reader of the item store as of now: every read through it sees the same
+    /// committed state, however many applies commit meanwhile.
+    pub fn reader(&self) -> Result<ItemReader> {
+        let txn = self.db.begin_read().map_err(db_err)?;
+        Ok(ItemReader {
+            items: txn.open_table(ITEMS).map_err(db_err)?,
+        })
     }
 
     pub fn item_count(&self) -> Result<u64> {

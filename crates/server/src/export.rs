@@ -1,0 +1,167 @@
+//! `/ws/export` (SPEC §8): every result as ndjson, streamed.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use discern_engine::{export_line_meta, ItemReader, View};
+use discern_index::{evaluate, parse_export, ExportRequest, Filter, Hit, Snapshot, Want};
+use discern_model::{write_json_string, write_record_json, Error};
+use rayon::prelude::*;
+
+use crate::body::{blocking_stream, read_json};
+use crate::errors::ApiError;
+use crate::query::check_queryable;
+use crate::AppState;
+
+/// Results formatted per block; blocks are formatted in parallel and sent in order.
+const BLOCK: usize = 2048;
+
+pub async fn export_post(
+    State(engine): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req = read_json(body, &headers).await?;
+    check_queryable(&engine)?;
+    let view = current_view(&engine).await?;
+    // parsed against the snapshot it runs on (a dimensions change may swap in another)
+    let parsed = parse_export(&req, &view.snap.dims)?;
+    Ok(export(view, parsed))
+}
+
+pub async fn export_get(State(engine): State<AppState>) -> Result<Response, ApiError> {
+    check_queryable(&engine)?;
+    let req = ExportRequest {
+        criteria: Vec::new(),
+        scores: false,
+        sources: true,
+        exact_only: false,
+        values: Vec::new(),
+    };
+    Ok(export(current_view(&engine).await?, req))
+}
+
+async fn current_view(engine: &AppState) -> Result<View, ApiError> {
+    let engine = engine.clone();
+    tokio::task::spawn_blocking(move || engine.view())
+        .await
+        .map_err(|e| Error::Internal(format!("export: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// Streams the results as ndjson: header, then meta/values/source per item, then an
+/// empty line (SPEC §8).
+fn export(view: View, mut req: ExportRequest) -> Response {
+    let body = blocking_stream(move |sink| {
+        let View { snap, items } = view;
+        let filter = Filter {
+            items: None,
+            not_items: None,
+            exact_only: req.exact_only,
+        };
+        let results = evaluate(&snap, &mut req.criteria, &filter, Want::All);
+        let mut format = vec!["meta"];
+        if !req.values.is_empty() {
+            format.push("values");
+        }
+        if req.sources {
+            format.push("sources");
+        }
+        writeln!(sink, "{}", serde_json::json!({ "format": format }))?;
+        let hits = &results.hits;
+        // Results in id order (those of an export without criteria) that are a good part
+        // of the collection are read in ordered passes over the store.
+        let ordered = req.sources
+            && hits.len() * 8 >= snap.len()
+            && hits.windows(2).all(|w| w[0].id < w[1].id);
+        let lines = Lines {
+            snap: &snap,
+            items: &items,
+            req: &req,
+            ordered,
+        };
+        let in_flight = 2 * rayon::current_num_threads().max(1);
+        for group in hits.chunks(BLOCK * in_flight) {
+            let blocks: Vec<io::Result<Vec<u8>>> = group
+                .par_chunks(BLOCK)
+                .map(|block| lines.block(block))
+                .collect();
+            for block in blocks {
+                sink.send_owned(block?)?;
+            }
+        }
+        sink.write_all(b"\n")?;
+        Ok(())
+    });
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// What one export's lines are made of.
+struct Lines<'a> {
+    snap: &'a Arc<Snapshot>,
+    items: &'a ItemReader,
+    req: &'a ExportRequest,
+    /// The results are in id order: read the store with a cursor.
+    ordered: bool,
+}
+
+impl Lines<'_> {
+    /// The lines of `hits`, written straight from the index and the stored encoding
+    /// (byte for byte what serde_json would write).
+    fn block(&self, hits: &[Hit]) -> io::Result<Vec<u8>> {
+        let req = self.req;
+        let mut out = Vec::with_capacity(hits.len() * if req.sources { 1024 } else { 64 });
+        let mut cursor = match hits.first() {
+            Some(first) if self.ordered => Some(
+                self.items
+                    .cursor_from(&first.id)
+                    .map_err(io::Error::other)?,
+            ),
+            _ => None,
+        };
+        for hit in hits {
+            out.extend_from_slice(b"{\"id\":");
+            write_json_string(&hit.id, &mut out);
+            if req.scores {
+                out.extend_from_slice(b",\"score\":");
+                serde_json::to_writer(&mut out, &((hit.r * 1e6).round() / 1e6))?;
+            }
+            if !req.exact_only {
+                out.extend_from_slice(if hit.exact {
+                    b",\"exact\":true"
+                } else {
+                    b",\"exact\":false"
+                });
+            }
+            out.extend_from_slice(b"}\n");
+            if !req.values.is_empty() {
+                let values = export_line_meta(self.snap, hit.doc, &req.values);
+                serde_json::to_writer(&mut out, &values)?;
+                out.push(b'\n');
+            }
+            if req.sources {
+                let write = |raw: &[u8]| write_record_json(raw, &hit.id, &mut out);
+                let written = match &mut cursor {
+                    Some(c) => c.seek_raw(&hit.id, write),
+                    None => self.items.with_raw(&hit.id, write),
+                }
+                .map_err(io::Error::other)?;
+                match written {
+                    Some(r) => r.map_err(io::Error::other)?,
+                    // not reachable with a consistent view; an empty source as before
+                    None => {
+                        out.extend_from_slice(b"{\"_id\":");
+                        write_json_string(&hit.id, &mut out);
+                        out.push(b'}');
+                    }
+                }
+                out.push(b'\n');
+            }
+        }
+        Ok(out)
+    }
+}
