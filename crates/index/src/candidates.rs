@@ -2,17 +2,18 @@
 //! superset of the documents that can survive it — those its culled criteria cannot
 //! drop and, with `exactMatchesOnly`, those every criterion can find exact. Scoring then
 //! runs the §7.2 rules (`criteria.rs`) on the candidates only, so results are identical
-//! to a full scan; a criterion the postings cannot bound (numeric, groups, ...) simply
-//! does not narrow.
+//! to a full scan; a criterion the postings cannot bound (groups, ...) simply does not
+//! narrow.
 
 use std::ops::Bound;
 
-use roaring::RoaringBitmap;
+use roaring::{MultiOps, RoaringBitmap};
 
 use crate::criteria::{Criterion, Leaf, Matcher, Node};
 use crate::geo::Unit;
-use crate::postings::{cell, cell_key, DimPostings};
+use crate::postings::{cell, cell_key, numeric_key, DimPostings};
 use crate::Snapshot;
+use discern_dimensions::Interval;
 
 /// Grid cells a geo bound may cover before it is not worth narrowing by.
 const MAX_CELLS: u64 = 20_000;
@@ -127,8 +128,34 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             ..
         } => within(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit),
         Matcher::Text(t) => Some(t.matched().clone()),
-        Matcher::Numeric { .. } => None,
+        Matcher::Numeric { set: None, .. } => Some((*post.has).clone()),
+        Matcher::Numeric { set: Some(set), .. } => Some(numeric_range(post, set)),
     }
+}
+
+/// A superset of the documents with a value in `set`: those in the buckets it overlaps.
+fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
+    let key = |x: Option<f64>, unbounded_key: Bound<[u8; 4]>| match x {
+        Some(x) if !x.is_nan() => Bound::Included(numeric_key(x)),
+        _ => unbounded_key,
+    };
+    let lo = key(set.lo, Bound::Unbounded);
+    let hi = key(set.hi, Bound::Unbounded);
+    if let (Bound::Included(lo), Bound::Included(hi)) = (&lo, &hi) {
+        if lo > hi {
+            return RoaringBitmap::new();
+        }
+    }
+    fn bound(b: &Bound<[u8; 4]>) -> Bound<&[u8]> {
+        match b {
+            Bound::Included(k) => Bound::Included(k.as_slice()),
+            _ => Bound::Unbounded,
+        }
+    }
+    post.map
+        .range::<_, [u8]>((bound(&lo), bound(&hi)))
+        .map(|(_, b)| &**b)
+        .union()
 }
 
 /// A superset of the documents with a value whose relevance on `leaf` is above 0.
@@ -177,7 +204,9 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
         Matcher::Geo { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
         Matcher::Geo { .. } => exact_only(leaf),
         Matcher::Text(t) => Some(t.matched().clone()),
-        Matcher::Numeric { .. } => None,
+        // closeness to a range is above 0 at any finite distance
+        Matcher::Numeric { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
+        Matcher::Numeric { .. } => exact_only(leaf),
     }
 }
 
@@ -199,7 +228,7 @@ fn within(
     }
     // angular radius, widened for rounding
     let theta = (distance / unit.earth_radius()).to_degrees() * (1.0 + 1e-9) + 1e-9;
-    let mut out = RoaringBitmap::new();
+    let mut postings: Vec<&RoaringBitmap> = Vec::new();
     for &(lat0, lat1, lon0, lon1) in boxes {
         let (lat_lo, lat_hi) = (lat0 - theta, lat1 + theta);
         if lat_lo <= -90.0 || lat_hi >= 90.0 || theta >= 90.0 {
@@ -227,15 +256,17 @@ fn within(
             // one row of cells is a contiguous key range
             let lo = cell_key(r, c0);
             let hi = cell_key(r, c1);
-            for (_, b) in post.map.range::<_, [u8]>((
-                Bound::Included(lo.as_slice()),
-                Bound::Included(hi.as_slice()),
-            )) {
-                out |= &**b;
-            }
+            postings.extend(
+                post.map
+                    .range::<_, [u8]>((
+                        Bound::Included(lo.as_slice()),
+                        Bound::Included(hi.as_slice()),
+                    ))
+                    .map(|(_, b)| &**b),
+            );
         }
     }
-    Some(out)
+    Some(postings.into_iter().union())
 }
 
 #[cfg(test)]
@@ -264,7 +295,7 @@ mod tests {
         Option<usize>,
         Option<(f64, f64)>,
         Vec<usize>,
-        Vec<i64>,
+        Vec<(i64, i64)>,
     );
 
     fn doc_spec() -> impl Strategy<Value = DocSpec> {
@@ -273,7 +304,7 @@ mod tests {
             prop::option::of(0usize..5),
             prop::option::of((39.0f64..41.0, -76.0f64..-74.0)),
             prop::collection::vec(0usize..5, 0..4),
-            prop::collection::vec(-50i64..50, 0..3),
+            prop::collection::vec((-8i64..8, -3i64..4), 0..3),
         )
     }
 
@@ -314,10 +345,16 @@ mod tests {
                 if let Some(c) = c { o["cullDistance"] = json!(c); }
                 o
             }),
-            (-60i64..60, prop::option::of(1i64..30), prop::option::of(1.0f64..20.0)).prop_map(|(x, width, nd)| {
-                let mut o = match width {
-                    Some(w) => json!({"dimension": "n", "value": format!("[{x},{}]", x + w)}),
-                    None => json!({"dimension": "n", "value": x}),
+            // values near multiples of 997 (documents' too), so that bounds fall inside
+            // the numeric postings' buckets, next to values; open and exclusive sides
+            (-8i64..8, 0i64..4, -3i64..4, prop::option::of(1.0f64..20.0), 0usize..5).prop_map(|(x, width, off, nd, form)| {
+                let (a, b) = (x * 997 + off, (x + width) * 997 - off);
+                let mut o = match form {
+                    0 => json!({"dimension": "n", "value": format!("[{a},{b}]")}),
+                    1 => json!({"dimension": "n", "value": format!("({a},{b})")}),
+                    2 => json!({"dimension": "n", "value": format!("[{a},]")}),
+                    3 => json!({"dimension": "n", "value": format!("[,{b})")}),
+                    _ => json!({"dimension": "n", "value": a}),
                 };
                 if let Some(nd) = nd { o["normalDistance"] = json!(nd); }
                 o
@@ -353,8 +390,8 @@ mod tests {
         let mut b = w.begin(&Snapshot::empty(dims));
         for (i, (kw, el, pt, words, nums)) in docs.iter().enumerate() {
             let mut r = Vec::new();
-            for x in nums {
-                r.push(("n".to_string(), Value::Str(x.to_string())));
+            for (x, off) in nums {
+                r.push(("n".to_string(), Value::Str((x * 997 + off).to_string())));
             }
             for k in kw {
                 r.push(("k".to_string(), Value::Str(["a", "b", "c", "d"][*k].into())));

@@ -9,7 +9,8 @@
 //! a field its *level* keys `field | LEVEL_BIT (big-endian u16) ++ k ++ token`, one per
 //! k in 2..=tf (at most `MAX_LEVEL`): the documents holding the token at least k times,
 //! so that BM25 reads term frequencies from postings, not from rows; geoloc grid cells of
-//! `CELL_DEG` degrees. Numeric dimensions have none (the other criteria narrow first).
+//! `CELL_DEG` degrees; numeric values' buckets (`numeric_key`), so that a range criterion
+//! narrows to the buckets it overlaps.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use imbl::OrdMap;
 
 use crate::FastMap;
 use rayon::prelude::*;
-use roaring::RoaringBitmap;
+use roaring::{MultiOps, RoaringBitmap};
 
 pub(crate) type Key = Box<[u8]>;
 
@@ -42,13 +43,8 @@ impl DimPostings {
 
     /// The union of the postings of `keys`.
     pub(crate) fn union<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> RoaringBitmap {
-        let mut out = RoaringBitmap::new();
-        for k in keys {
-            if let Some(b) = self.get(k) {
-                out |= b;
-            }
-        }
-        out
+        // one multi-way union: or-ing small arrays one by one copies them each time
+        keys.into_iter().filter_map(|k| self.get(k)).union()
     }
 
     /// The postings of every key starting with `prefix`, in key order.
@@ -69,28 +65,22 @@ impl DimPostings {
     }
 }
 
-/// Per dimension; `None` for dimensions without postings.
+/// Per dimension (`None` only while a snapshot's postings are not built).
 pub type Postings = Arc<Vec<Option<Arc<DimPostings>>>>;
-
-pub(crate) fn has_postings(kind: &DimensionKind) -> bool {
-    !matches!(kind, DimensionKind::Numeric(_))
-}
 
 pub(crate) fn empty(dims: &Dimensions) -> Postings {
     Arc::new(
         dims.dims
             .iter()
             .map(|d| {
-                has_postings(&d.kind).then(|| {
-                    let fields = match &d.kind {
-                        DimensionKind::Text(t) => t.fields.len(),
-                        _ => 0,
-                    };
-                    Arc::new(DimPostings {
-                        field_stats: vec![(0, 0); fields],
-                        ..DimPostings::default()
-                    })
-                })
+                let fields = match &d.kind {
+                    DimensionKind::Text(t) => t.fields.len(),
+                    _ => 0,
+                };
+                Some(Arc::new(DimPostings {
+                    field_stats: vec![(0, 0); fields],
+                    ..DimPostings::default()
+                }))
             })
             .collect(),
     )
@@ -108,6 +98,23 @@ pub(crate) fn cell_key(row: u32, col: u32) -> [u8; 8] {
     k[..4].copy_from_slice(&row.to_be_bytes());
     k[4..].copy_from_slice(&col.to_be_bytes());
     k
+}
+
+/// Mantissa bits a numeric bucket keeps: 256 buckets per power of two.
+const NUMERIC_MANTISSA_BITS: u32 = 8;
+
+/// The bucket of a numeric value (criteria compare integers as doubles too): the sign,
+/// exponent and first mantissa bits of the double, mapped so that the keys' byte order
+/// is the values' order. The buckets overlapping an interval are one key range.
+pub(crate) fn numeric_key(x: f64) -> [u8; 4] {
+    let x = if x == 0.0 { 0.0 } else { x }; // -0.0 in the bucket of 0.0
+    let bits = x.to_bits();
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    ((ordered >> (52 - NUMERIC_MANTISSA_BITS)) as u32).to_be_bytes()
 }
 
 /// The key of a text token in field `field`.
@@ -200,7 +207,8 @@ impl KeyBuf {
                 let (r, c) = cell(la, lo);
                 push(&[&cell_key(r, c)]);
             }),
-            IndexedValue::Ints(_) | IndexedValue::Doubles(_) => {}
+            IndexedValue::Ints(xs) => xs.iter().for_each(|&x| push(&[&numeric_key(x as f64)])),
+            IndexedValue::Doubles(xs) => xs.iter().for_each(|&x| push(&[&numeric_key(x)])),
         }
     }
 
@@ -265,9 +273,6 @@ pub(crate) fn build(
         .par_iter()
         .enumerate()
         .map(|(di, d)| {
-            if !has_postings(&d.kind) {
-                return None;
-            }
             // doc numbers per key pushed in ascending order, made bitmaps at the end;
             // beside them, how often the last document holds the key (for level keys)
             let mut map: FastMap<Box<[u8]>, (Vec<u32>, u32)> = FastMap::default();
@@ -430,7 +435,7 @@ impl PostingsDelta {
             dims: dims
                 .dims
                 .iter()
-                .map(|d| has_postings(&d.kind).then(DimDelta::default))
+                .map(|_| Some(DimDelta::default()))
                 .collect(),
             live: Delta::default(),
             bufs: (KeyBuf::new(), KeyBuf::new()),
@@ -603,7 +608,8 @@ mod tests {
                     let old = docs.get(&doc).cloned();
                     let new = val.map(|ws| {
                         let vs: Vec<&str> = ws.iter().map(|&i| words[i]).collect();
-                        vec![kw(&vs), None]
+                        let ns: Box<[i64]> = ws.iter().map(|&i| i as i64 * 1000 - 2000).collect();
+                        vec![kw(&vs), (!ns.is_empty()).then_some(IndexedValue::Ints(ns))]
                     });
                     delta.change(doc, old.as_deref(), new.as_deref());
                     match new {
@@ -614,7 +620,6 @@ mod tests {
                 (post, live) = delta.apply(&post, &live);
             }
             let p = post[0].as_ref().unwrap();
-            prop_assert!(post[1].is_none());
             for w in words {
                 let want: RoaringBitmap = docs.iter()
                     .filter(|(_, v)| matches!(&v[0], Some(IndexedValue::Strings(s)) if s.iter().any(|x| x == w)))
@@ -638,6 +643,25 @@ mod tests {
                 m.map.iter().map(|(k, v)| (k.to_vec(), (**v).clone())).collect()
             };
             prop_assert_eq!(keys_of(b), keys_of(p));
+            let (bn, pn) = (built[1].as_ref().unwrap(), post[1].as_ref().unwrap());
+            prop_assert_eq!(keys_of(bn), keys_of(pn));
+            for i in 0..5i64 {
+                let x = i * 1000 - 2000;
+                let want: RoaringBitmap = docs.iter()
+                    .filter(|(_, v)| matches!(&v[1], Some(IndexedValue::Ints(xs)) if xs.contains(&x)))
+                    .map(|(d, _)| *d).collect();
+                prop_assert_eq!(pn.get(&numeric_key(x as f64)).cloned().unwrap_or_default(), want);
+            }
+        }
+
+        /// Numeric buckets keep the values' order, so an interval's buckets are one key
+        /// range.
+        #[test]
+        fn numeric_keys_keep_order(a in any::<f64>(), b in any::<f64>()) {
+            prop_assume!(!a.is_nan() && !b.is_nan());
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            prop_assert!(numeric_key(lo) <= numeric_key(hi));
+            prop_assert_eq!(numeric_key(-0.0), numeric_key(0.0));
         }
     }
 }

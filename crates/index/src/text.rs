@@ -8,7 +8,7 @@ use discern_model::Result;
 use serde_json::{Map, Value as J};
 
 use rayon::prelude::*;
-use roaring::RoaringBitmap;
+use roaring::{MultiOps, RoaringBitmap};
 
 use crate::postings::{text_key, text_level_key, MAX_LEVEL};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
@@ -340,10 +340,7 @@ impl TextMatcher {
                 } else {
                     sources.extend(post.get(&key).map(|b| (slot, b)));
                 }
-                let mut in_field = RoaringBitmap::new();
-                for (_, b) in &sources[base..] {
-                    in_field |= *b;
-                }
+                let in_field = sources[base..].iter().map(|(_, b)| *b).union();
                 for level in 2..=MAX_LEVEL {
                     let before = sources.len();
                     let key = text_level_key(fq.index, level, term);
