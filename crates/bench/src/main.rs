@@ -111,6 +111,67 @@ impl Engine {
         Ok((status, body))
     }
 
+    /// GET `path` and count the lines of its body as it streams in, as a consumer that
+    /// processes an export line by line would (no copy of the whole body is kept).
+    fn count_lines(&self, path: &str) -> std::io::Result<(u16, u64)> {
+        let s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_nodelay(true)?;
+        let mut r = std::io::BufReader::with_capacity(1 << 20, s);
+        write!(
+            r.get_mut(),
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut line = String::new();
+        r.read_line(&mut line)?;
+        let status = line.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let mut chunked = false;
+        loop {
+            line.clear();
+            if r.read_line(&mut line)? == 0 || line == "\r\n" {
+                break;
+            }
+            chunked |= line
+                .to_ascii_lowercase()
+                .starts_with("transfer-encoding: chunked");
+        }
+        let mut lines = 0u64;
+        let mut count = |r: &mut std::io::BufReader<TcpStream>, mut n: u64| -> std::io::Result<()> {
+            while n > 0 {
+                let buf = r.fill_buf()?;
+                if buf.is_empty() {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                let take = buf.len().min(n as usize);
+                lines += buf[..take].iter().filter(|&&b| b == b'\n').count() as u64;
+                r.consume(take);
+                n -= take as u64;
+            }
+            Ok(())
+        };
+        if chunked {
+            loop {
+                line.clear();
+                r.read_line(&mut line)?;
+                let size = u64::from_str_radix(line.trim(), 16).unwrap_or(0);
+                if size == 0 {
+                    break;
+                }
+                count(&mut r, size)?;
+                line.clear();
+                r.read_line(&mut line)?; // the CRLF after the chunk
+            }
+        } else {
+            count(&mut r, u64::MAX).or_else(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })?;
+        }
+        Ok((status, lines))
+    }
+
     fn rss_bytes(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
@@ -408,9 +469,8 @@ fn main() -> anyhow::Result<()> {
     }
 
     let t = Instant::now();
-    let (s, body) = engine.request("GET", "/ws/export", Body::None)?;
+    let (s, lines) = engine.count_lines("/ws/export")?;
     let secs = t.elapsed().as_secs_f64();
-    let lines = body.iter().filter(|b| **b == b'\n').count();
     if s == 200 {
         // header + 2 lines per item + final empty line
         let items = lines.saturating_sub(2) / 2;
