@@ -123,7 +123,11 @@ impl Engine {
         )?;
         let mut line = String::new();
         r.read_line(&mut line)?;
-        let status = line.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         let mut chunked = false;
         loop {
             line.clear();
@@ -135,19 +139,20 @@ impl Engine {
                 .starts_with("transfer-encoding: chunked");
         }
         let mut lines = 0u64;
-        let mut count = |r: &mut std::io::BufReader<TcpStream>, mut n: u64| -> std::io::Result<()> {
-            while n > 0 {
-                let buf = r.fill_buf()?;
-                if buf.is_empty() {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+        let mut count =
+            |r: &mut std::io::BufReader<TcpStream>, mut n: u64| -> std::io::Result<()> {
+                while n > 0 {
+                    let buf = r.fill_buf()?;
+                    if buf.is_empty() {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                    let take = buf.len().min(n as usize);
+                    lines += buf[..take].iter().filter(|&&b| b == b'\n').count() as u64;
+                    r.consume(take);
+                    n -= take as u64;
                 }
-                let take = buf.len().min(n as usize);
-                lines += buf[..take].iter().filter(|&&b| b == b'\n').count() as u64;
-                r.consume(take);
-                n -= take as u64;
-            }
-            Ok(())
-        };
+                Ok(())
+            };
         if chunked {
             loop {
                 line.clear();

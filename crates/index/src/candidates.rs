@@ -135,22 +135,14 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
 
 /// A superset of the documents with a value in `set`: those in the buckets it overlaps.
 fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
-    let key = |x: Option<f64>, unbounded_key: Bound<[u8; 4]>| match x {
-        Some(x) if !x.is_nan() => Bound::Included(numeric_key(x)),
-        _ => unbounded_key,
-    };
-    let lo = key(set.lo, Bound::Unbounded);
-    let hi = key(set.hi, Bound::Unbounded);
-    if let (Bound::Included(lo), Bound::Included(hi)) = (&lo, &hi) {
-        if lo > hi {
-            return RoaringBitmap::new();
-        }
+    let key = |x: Option<f64>| x.filter(|x| !x.is_nan()).map(numeric_key);
+    let (lo, hi) = (key(set.lo), key(set.hi));
+    if matches!((lo, hi), (Some(lo), Some(hi)) if lo > hi) {
+        return RoaringBitmap::new();
     }
-    fn bound(b: &Bound<[u8; 4]>) -> Bound<&[u8]> {
-        match b {
-            Bound::Included(k) => Bound::Included(k.as_slice()),
-            _ => Bound::Unbounded,
-        }
+    fn bound(k: &Option<[u8; 4]>) -> Bound<&[u8]> {
+        k.as_ref()
+            .map_or(Bound::Unbounded, |k| Bound::Included(k.as_slice()))
     }
     post.map
         .range::<_, [u8]>((bound(&lo), bound(&hi)))
@@ -204,7 +196,7 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
         Matcher::Geo { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
         Matcher::Geo { .. } => exact_only(leaf),
         Matcher::Text(t) => Some(t.matched().clone()),
-        // closeness to a range is above 0 at any finite distance
+        // closeness to a range, 1 / (1 + d / s), is above 0 at any finite distance
         Matcher::Numeric { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
         Matcher::Numeric { .. } => exact_only(leaf),
     }

@@ -163,7 +163,8 @@ pub fn decode_record(buf: &[u8]) -> Result<Record, CodecError> {
 /// Writes an encoded record as the JSON object serde_json writes for
 /// `RecordWithId { id, record, only: None }` (`"_id"` first, then the properties in
 /// order), without decoding it into values: exporting a million sources allocates nothing
-/// per item. A damaged encoding is an error, as in `decode_record`.
+/// per item. A damaged encoding is an error, as in `decode_record` (`out` then holds part
+/// of the object).
 pub fn write_record_json(buf: &[u8], id: &str, out: &mut Vec<u8>) -> Result<(), CodecError> {
     let mut c = Cursor { buf };
     let n = c.len()?;

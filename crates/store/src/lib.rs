@@ -189,12 +189,7 @@ impl Store {
     }
 
     pub fn get(&self, id: &str) -> Result<Option<Record>> {
-        let txn = self.db.begin_read().map_err(db_err)?;
-        let table = txn.open_table(ITEMS).map_err(db_err)?;
-        match table.get(id).map_err(db_err)? {
-            Some(v) => Ok(Some(decode_record(v.value()).map_err(db_err)?)),
-            None => Ok(None),
-        }
+        self.reader()?.get(id)
     }
 
     /// A reader of the item store as of now: every read through it sees the same
