@@ -54,9 +54,21 @@ impl GeoPoint {
 /// The haversine distance; bit for bit the same as `haversine` on the same points.
 #[inline]
 pub fn haversine_pre(a: &GeoPoint, b: &GeoPoint, unit: Unit) -> f64 {
+    distance_of_term(haversine_term(a, b), unit)
+}
+
+/// The haversine term `h` of the distance between `a` and `b`. The distance,
+/// `distance_of_term(h)`, never decreases as `h` grows: the nearest of many points is
+/// the one with the least `h`, and only its distance need be computed.
+#[inline]
+fn haversine_term(a: &GeoPoint, b: &GeoPoint) -> f64 {
     let dp = b.phi - a.phi;
     let dl = (b.lon - a.lon).to_radians();
-    let h = (dp / 2.0).sin().powi(2) + a.cos_phi * b.cos_phi * (dl / 2.0).sin().powi(2);
+    (dp / 2.0).sin().powi(2) + a.cos_phi * b.cos_phi * (dl / 2.0).sin().powi(2)
+}
+
+#[inline]
+fn distance_of_term(h: f64, unit: Unit) -> f64 {
     2.0 * unit.earth_radius() * h.sqrt().min(1.0).asin()
 }
 
@@ -358,11 +370,12 @@ fn polyline_distance(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64
     if line.len() == 1 {
         return haversine(lat, lon, line[0].0, line[0].1, unit);
     }
-    let k = lat.to_radians().cos().max(1e-6);
-    let mut best = f64::INFINITY;
-    for w in line.windows(2) {
-        let (ay, ax) = (w[0].0, w[0].1 * k);
-        let (by, bx) = (w[1].0, w[1].1 * k);
+    let p = GeoPoint::new(lat, lon);
+    let k = p.cos_phi.max(1e-6);
+    // the haversine term of the segment's point nearest in the projection
+    let term = |a: (f64, f64), b: (f64, f64)| {
+        let (ay, ax) = (a.0, a.1 * k);
+        let (by, bx) = (b.0, b.1 * k);
         let (py, px) = (lat, lon * k);
         let (dx, dy) = (bx - ax, by - ay);
         let len2 = dx * dx + dy * dy;
@@ -372,14 +385,130 @@ fn polyline_distance(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64
             (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0)
         };
         let (cy, cx) = (ay + t * dy, (ax + t * dx) / k);
-        best = best.min(haversine(lat, lon, cy, cx, unit));
+        haversine_term(&p, &GeoPoint::new(cy, cx))
+    };
+    // The least term, then one distance (`haversine_term`). Segments whose box puts
+    // them no nearer than the best so far are skipped: their term could not be less.
+    let segments = line.len() - 1;
+    if segments > BOUNDED_SEGMENTS {
+        let best = line
+            .windows(2)
+            .map(|w| term(w[0], w[1]))
+            .fold(f64::INFINITY, f64::min);
+        return distance_of_term(best, unit);
     }
-    best
+    let mut bounds = [0.0f64; BOUNDED_SEGMENTS];
+    for (i, w) in line.windows(2).enumerate() {
+        bounds[i] = segment_term_bound(&p, lat, lon, w[0], w[1]);
+    }
+    let bounds = &bounds[..segments];
+    let mut first = 0;
+    for (i, &b) in bounds.iter().enumerate() {
+        if b < bounds[first] {
+            first = i;
+        }
+    }
+    let mut best = term(line[first], line[first + 1]);
+    for (i, &b) in bounds.iter().enumerate() {
+        // (the margin covers the rounding of both the bound and the terms)
+        if i != first && b < best * (1.0 + 1e-9) {
+            best = best.min(term(line[i], line[i + 1]));
+        }
+    }
+    distance_of_term(best, unit)
+}
+
+/// Segments a polyline may have for `polyline_distance` to bound them on the stack.
+const BOUNDED_SEGMENTS: usize = 64;
+
+/// A lower bound of the haversine term between `p` (at `lat`, `lon`) and any point of
+/// the segment `a`–`b`, from the segment's box and without trigonometry
+/// (sin y >= y - y³/6 for y >= 0; cos x >= 1 - x²/2 + x⁴/24 - x⁶/720); 0 when the segment may lie more
+/// than 180° of longitude from `p`, where the term stops growing with the gap.
+fn segment_term_bound(p: &GeoPoint, lat: f64, lon: f64, a: (f64, f64), b: (f64, f64)) -> f64 {
+    // degrees a projected point may stray outside the box by rounding
+    const SLACK: f64 = 1e-9;
+    if (a.1 - lon).abs().max((b.1 - lon).abs()) > 180.0 {
+        return 0.0;
+    }
+    let gap = |x: f64, u: f64, v: f64| (u.min(v) - x).max(x - u.max(v)) - SLACK;
+    let half_sin = |gap: f64| {
+        let y = gap.max(0.0).to_radians() / 2.0;
+        (y - y * y * y / 6.0).max(0.0)
+    };
+    let s_lat = half_sin(gap(lat, a.0, b.0));
+    let s_lon = half_sin(gap(lon, a.1, b.1));
+    let far = (a.0.abs().max(b.0.abs()) + SLACK).to_radians();
+    let x2 = far * far;
+    let cos_far = (1.0 - x2 / 2.0 * (1.0 - x2 / 12.0 * (1.0 - x2 / 30.0))).max(0.0);
+    s_lat * s_lat + p.cos_phi * cos_far * s_lon * s_lon
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// `polyline_distance` as the least of each segment's haversine distance.
+    fn polyline_distance_per_segment(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64 {
+        if line.len() == 1 {
+            return haversine(lat, lon, line[0].0, line[0].1, unit);
+        }
+        let k = lat.to_radians().cos().max(1e-6);
+        let mut best = f64::INFINITY;
+        for w in line.windows(2) {
+            let (ay, ax) = (w[0].0, w[0].1 * k);
+            let (by, bx) = (w[1].0, w[1].1 * k);
+            let (py, px) = (lat, lon * k);
+            let (dx, dy) = (bx - ax, by - ay);
+            let len2 = dx * dx + dy * dy;
+            let t = if len2 == 0.0 {
+                0.0
+            } else {
+                (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0)
+            };
+            let (cy, cx) = (ay + t * dy, (ax + t * dx) / k);
+            best = best.min(haversine(lat, lon, cy, cx, unit));
+        }
+        best
+    }
+
+    proptest! {
+        /// Comparing haversine terms finds the same nearest point, at the same distance
+        /// to the bit, as comparing distances.
+        #[test]
+        fn polyline_distance_by_terms_is_exact(
+            line in prop::collection::vec((-60.0f64..60.0, -170.0f64..170.0), 1..80),
+            near in any::<bool>(),
+            (lat, lon) in (-60.0f64..60.0, -170.0f64..170.0),
+            (dlat, dlon) in (-0.05f64..0.05, -0.05f64..0.05),
+        ) {
+            // a point near the line's first vertex as often as anywhere
+            let (lat, lon) = if near { (line[0].0 + dlat, line[0].1 + dlon) } else { (lat, lon) };
+            for unit in [Unit::Miles, Unit::Km] {
+                let got = polyline_distance(&line, lat, lon, unit);
+                let want = polyline_distance_per_segment(&line, lat, lon, unit);
+                prop_assert_eq!(got.to_bits(), want.to_bits());
+            }
+        }
+
+        /// The same for a city-sized ring and points around it (the usual query).
+        #[test]
+        fn local_ring_distance_by_terms_is_exact(
+            (clat, clon) in (-70.0f64..70.0, -179.0f64..179.0),
+            ring in prop::collection::vec((-0.1f64..0.1, -0.1f64..0.1), 3..30),
+            points in prop::collection::vec((-1.5f64..1.5, -1.5f64..1.5), 1..40),
+        ) {
+            let mut line: Vec<(f64, f64)> = ring.iter().map(|&(a, b)| (clat + a, clon + b)).collect();
+            line.push(line[0]);
+            for (a, b) in points {
+                let (lat, lon) = (clat + a, clon + b);
+                let got = polyline_distance(&line, lat, lon, Unit::Miles);
+                let want = polyline_distance_per_segment(&line, lat, lon, Unit::Miles);
+                prop_assert_eq!(got.to_bits(), want.to_bits());
+            }
+        }
+    }
 
     #[test]
     fn distances() {
