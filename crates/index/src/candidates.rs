@@ -128,8 +128,7 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             ..
         } => within(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit),
         Matcher::Text(t) => Some(t.matched().clone()),
-        Matcher::Numeric { set: None, .. } => Some((*post.has).clone()),
-        Matcher::Numeric { set: Some(set), .. } => Some(numeric_range(post, set)),
+        Matcher::Numeric { set, .. } => Some(numeric_range(post, set)),
     }
 }
 

@@ -55,17 +55,7 @@ fn path_end(set: &discern_dimensions::ElementSet, es: &[u32]) -> u32 {
     let Some(&end) = es.iter().max_by_key(|&&e| set.elements[e as usize].depth) else {
         return NO_ELEMENT;
     };
-    let on_path = |e: u32| {
-        let mut cur = Some(end);
-        while let Some(c) = cur {
-            if c == e {
-                return true;
-            }
-            cur = set.elements[c as usize].parent;
-        }
-        false
-    };
-    if es.iter().all(|&e| on_path(e)) {
+    if es.iter().all(|&e| set.is_ancestor_or_self(e, end)) {
         end
     } else {
         NOT_A_PATH

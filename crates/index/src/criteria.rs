@@ -61,7 +61,7 @@ pub enum Matcher {
         table: Vec<ElementRule>,
     },
     Numeric {
-        set: Option<Interval>,
+        set: Interval,
         scale: f64,
     },
     Geo {
@@ -438,10 +438,7 @@ fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result
     };
     Ok(match set {
         None => Matcher::Has,
-        Some(set) => Matcher::Numeric {
-            set: Some(set),
-            scale,
-        },
+        Some(set) => Matcher::Numeric { set, scale },
     })
 }
 
@@ -661,14 +658,11 @@ impl Leaf {
     /// Numeric: exact when a value is in the set, else closeness of the nearest value.
     fn numeric_rule(
         &self,
-        set: &Option<Interval>,
+        set: &Interval,
         scale: f64,
         ctx: &EvalCtx,
         values: impl Iterator<Item = f64>,
     ) -> (bool, f64) {
-        let Some(set) = set else {
-            return (true, self.exact_rel);
-        };
         let mut exact = false;
         let mut d = f64::INFINITY;
         for x in values {

@@ -372,19 +372,8 @@ fn polyline_distance(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64
     }
     let p = GeoPoint::new(lat, lon);
     let k = p.cos_phi.max(1e-6);
-    // the haversine term of the segment's point nearest in the projection
     let term = |a: (f64, f64), b: (f64, f64)| {
-        let (ay, ax) = (a.0, a.1 * k);
-        let (by, bx) = (b.0, b.1 * k);
-        let (py, px) = (lat, lon * k);
-        let (dx, dy) = (bx - ax, by - ay);
-        let len2 = dx * dx + dy * dy;
-        let t = if len2 == 0.0 {
-            0.0
-        } else {
-            (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0)
-        };
-        let (cy, cx) = (ay + t * dy, (ax + t * dx) / k);
+        let (cy, cx) = nearest_on_segment(a, b, lat, lon, k);
         haversine_term(&p, &GeoPoint::new(cy, cx))
     };
     // The least term, then one distance (`haversine_term`). Segments whose box puts
@@ -416,6 +405,22 @@ fn polyline_distance(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64
         }
     }
     distance_of_term(best, unit)
+}
+
+/// The point of segment `a`–`b` nearest to (`lat`, `lon`) in a local equirectangular
+/// frame (longitudes scaled by `k`, the cosine of `lat`).
+fn nearest_on_segment(a: (f64, f64), b: (f64, f64), lat: f64, lon: f64, k: f64) -> (f64, f64) {
+    let (ay, ax) = (a.0, a.1 * k);
+    let (by, bx) = (b.0, b.1 * k);
+    let (py, px) = (lat, lon * k);
+    let (dx, dy) = (bx - ax, by - ay);
+    let len2 = dx * dx + dy * dy;
+    let t = if len2 == 0.0 {
+        0.0
+    } else {
+        (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0)
+    };
+    (ay + t * dy, (ax + t * dx) / k)
 }
 
 /// Segments a polyline may have for `polyline_distance` to bound them on the stack.
@@ -451,28 +456,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// `polyline_distance` as the least of each segment's haversine distance.
+    /// `polyline_distance` as the least of each segment's haversine distance (its
+    /// definition before terms and bounds).
     fn polyline_distance_per_segment(line: &[(f64, f64)], lat: f64, lon: f64, unit: Unit) -> f64 {
         if line.len() == 1 {
             return haversine(lat, lon, line[0].0, line[0].1, unit);
         }
         let k = lat.to_radians().cos().max(1e-6);
-        let mut best = f64::INFINITY;
-        for w in line.windows(2) {
-            let (ay, ax) = (w[0].0, w[0].1 * k);
-            let (by, bx) = (w[1].0, w[1].1 * k);
-            let (py, px) = (lat, lon * k);
-            let (dx, dy) = (bx - ax, by - ay);
-            let len2 = dx * dx + dy * dy;
-            let t = if len2 == 0.0 {
-                0.0
-            } else {
-                (((px - ax) * dx + (py - ay) * dy) / len2).clamp(0.0, 1.0)
-            };
-            let (cy, cx) = (ay + t * dy, (ax + t * dx) / k);
-            best = best.min(haversine(lat, lon, cy, cx, unit));
-        }
-        best
+        line.windows(2)
+            .map(|w| {
+                let (cy, cx) = nearest_on_segment(w[0], w[1], lat, lon, k);
+                haversine(lat, lon, cy, cx, unit)
+            })
+            .fold(f64::INFINITY, f64::min)
     }
 
     proptest! {

@@ -162,6 +162,15 @@ pub fn decoder(
 }
 
 /// Streams what a blocking producer writes as a response body.
+/// Runs `f` on a blocking thread (store reads, evaluation, anything that may wait).
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+}
+
 pub fn blocking_stream<F>(produce: F) -> Body
 where
     F: FnOnce(&mut ChunkSink) -> io::Result<()> + Send + 'static,

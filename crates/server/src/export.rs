@@ -9,10 +9,10 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use discern_engine::{export_line_meta, ItemReader, View};
 use discern_index::{evaluate, parse_export, ExportRequest, Filter, Hit, Snapshot, Want};
-use discern_model::{write_json_string, write_record_json, Error};
+use discern_model::{write_json_string, write_record_json};
 use rayon::prelude::*;
 
-use crate::body::{blocking_stream, read_json};
+use crate::body::{blocking, blocking_stream, read_json};
 use crate::errors::ApiError;
 use crate::query::check_queryable;
 use crate::AppState;
@@ -47,10 +47,7 @@ pub async fn export_get(State(engine): State<AppState>) -> Result<Response, ApiE
 
 async fn current_view(engine: &AppState) -> Result<View, ApiError> {
     let engine = engine.clone();
-    tokio::task::spawn_blocking(move || engine.view())
-        .await
-        .map_err(|e| Error::Internal(format!("export: {e}")))?
-        .map_err(ApiError::from)
+    blocking(move || Ok(engine.view()?)).await
 }
 
 /// Streams the results as ndjson: header, then meta/values/source per item, then an
@@ -73,8 +70,9 @@ fn export(view: View, mut req: ExportRequest) -> Response {
         }
         writeln!(sink, "{}", serde_json::json!({ "format": format }))?;
         let hits = &results.hits;
-        // Results in id order (those of an export without criteria) that are a good part
-        // of the collection are read in ordered passes over the store.
+        // Results come in document (arrival) order, which is id order for a collection
+        // loaded in id order; then, when they are a good part of the collection, they
+        // are read in ordered passes over the store (the store's key order is the id's).
         let ordered = req.sources
             && hits.len() * 8 >= snap.len()
             && hits.windows(2).all(|w| w[0].id < w[1].id);

@@ -10,7 +10,7 @@ use discern_dimensions::{extract, to_json};
 use discern_model::RecordWithId;
 use serde_json::{Map, Value as J};
 
-use crate::body::read_json;
+use crate::body::{blocking, read_json};
 use crate::errors::ApiError;
 use crate::AppState;
 
@@ -25,14 +25,6 @@ fn to_value(id: &str, rec: &discern_model::Record, only: Option<&[String]>) -> R
         only,
     })
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
 pub async fn item(

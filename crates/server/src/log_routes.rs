@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use discern_changeset::escape_xml;
 use discern_engine::discern_store::{ApplyOutcome, ChangesetMeta, ChangesetType};
 
-use crate::body::{blocking_stream, decoder, read_bounded, ChannelReader, LimitReader};
+use crate::body::{blocking, blocking_stream, decoder, read_bounded, ChannelReader, LimitReader};
 use crate::errors::ApiError;
 use crate::AppState;
 
@@ -134,9 +134,7 @@ pub async fn listing(
 ) -> Result<Response, ApiError> {
     let full = params.contains_key("full");
     let eng = engine.clone();
-    let entries = tokio::task::spawn_blocking(move || eng.store().list(full))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let entries = blocking(move || Ok(eng.store().list(full)?)).await?;
     let base = base_url(&headers);
     let mut out = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<changesets total=\"{}\">\n",
@@ -168,9 +166,7 @@ pub async fn export_changeset(
 ) -> Result<Response, ApiError> {
     let eng = engine.clone();
     let id2 = id.clone();
-    let opened = tokio::task::spawn_blocking(move || eng.store().open_changeset(&id2))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let opened = blocking(move || Ok(eng.store().open_changeset(&id2)?)).await?;
     let Some((meta, mut reader)) = opened else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -195,9 +191,7 @@ pub async fn checkpoint(
     require_admin(&engine, &headers)?;
     let mut guard = engine.lock_writer().await;
     let eng = engine.clone();
-    let meta = tokio::task::spawn_blocking(move || eng.checkpoint(&mut guard))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let meta = blocking(move || Ok(eng.checkpoint(&mut guard)?)).await?;
     Ok(created(&base_url(&headers), &meta))
 }
 
