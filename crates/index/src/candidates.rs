@@ -283,7 +283,7 @@ mod tests {
 
     type DocSpec = (
         Vec<usize>,
-        Option<usize>,
+        Vec<usize>,
         Option<(f64, f64)>,
         Vec<usize>,
         Vec<(i64, i64)>,
@@ -292,7 +292,7 @@ mod tests {
     fn doc_spec() -> impl Strategy<Value = DocSpec> {
         (
             prop::collection::vec(0usize..4, 0..3),
-            prop::option::of(0usize..5),
+            prop::collection::vec(0usize..5, 0..3),
             prop::option::of((39.0f64..41.0, -76.0f64..-74.0)),
             prop::collection::vec(0usize..5, 0..4),
             prop::collection::vec((-8i64..8, -3i64..4), 0..3),
@@ -372,27 +372,46 @@ mod tests {
         )
     }
 
-    fn snapshot(docs: &[DocSpec]) -> Snapshot {
+    /// The documents, after `pad` others (the same specs again) so that they can lie in
+    /// a second chunk.
+    fn snapshot(docs: &[DocSpec], pad: usize) -> Snapshot {
         // ids out of doc-number order, so that ties between equally relevant items are
         // decided by id, not by the order items are scanned in
-        let id = |i: usize| format!("i{:03}", (i * 37) % 1000);
+        let id = |i: usize| format!("i{:04}", (i * 37) % 10_000);
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
         let mut w = IndexWriter::new();
         let mut b = w.begin(&Snapshot::empty(dims));
-        for (i, (kw, el, pt, words, nums)) in docs.iter().enumerate() {
+        let specs = (0..pad).map(|i| &docs[i % docs.len()]).chain(docs);
+        for (i, (kw, el, pt, words, nums)) in specs.enumerate() {
             let mut r = Vec::new();
-            for (x, off) in nums {
-                r.push(("n".to_string(), Value::Str((x * 997 + off).to_string())));
-            }
-            for k in kw {
-                r.push(("k".to_string(), Value::Str(["a", "b", "c", "d"][*k].into())));
-            }
-            if let Some(e) = el {
-                r.push((
-                    "t".to_string(),
-                    Value::Str(["A", "A1", "A2", "B", "B1"][*e].into()),
-                ));
-            }
+            // several values of a property as an array (documents with several values
+            // are read from their rows, or from a column's side list)
+            let mut put = |name: &str, vals: Vec<String>| match vals.len() {
+                0 => {}
+                1 => r.push((name.to_string(), Value::Str(vals[0].clone()))),
+                _ => r.push((
+                    name.to_string(),
+                    Value::Array(vals.into_iter().map(Value::Str).collect()),
+                )),
+            };
+            put(
+                "n",
+                nums.iter()
+                    .map(|(x, off)| (x * 997 + off).to_string())
+                    .collect(),
+            );
+            put(
+                "k",
+                kw.iter()
+                    .map(|k| ["a", "b", "c", "d"][*k].to_string())
+                    .collect(),
+            );
+            put(
+                "t",
+                el.iter()
+                    .map(|e| ["A", "A1", "A2", "B", "B1"][*e].to_string())
+                    .collect(),
+            );
             if let Some((la, lo)) = pt {
                 r.push(("lat".to_string(), Value::Str(la.to_string())));
                 r.push(("lon".to_string(), Value::Str(lo.to_string())));
@@ -409,7 +428,7 @@ mod tests {
         // a later apply removes some and changes others: postings must follow
         let mut snap = b.commit();
         let mut b = w.begin(&snap);
-        for i in (0..docs.len()).step_by(7) {
+        for i in (0..pad + docs.len()).step_by(7) {
             b.delete(&id(i));
         }
         snap = b.commit();
@@ -418,22 +437,34 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
-        /// Narrowing by postings and keeping only the top never changes a result: the
-        /// hits equal a full scan's, in the same order, with the same counts.
+        /// Narrowing by postings, scoring a chunk at a time from its columns and keeping
+        /// only the top never changes a result: the hits equal an item-by-item scan of the
+        /// rows, in the same order, with bit-identical relevance and the same counts.
         #[test]
         fn pruned_equals_full_scan(
             docs in prop::collection::vec(doc_spec(), 1..60),
             criteria in prop::collection::vec(criterion(), 1..4),
             exact_only in any::<bool>(),
             k in 0usize..12,
+            pad in prop_oneof![Just(0usize), 1000usize..1100],
+            only in prop::option::of(prop::collection::hash_set(0usize..1200, 0..400)),
+            not in prop::option::of(prop::collection::hash_set(0usize..1200, 0..40)),
         ) {
-            let snap = snapshot(&docs);
+            let snap = snapshot(&docs, pad);
+            let ids = |set: &Option<std::collections::HashSet<usize>>| {
+                set.as_ref().map(|s| {
+                    s.iter()
+                        .map(|i| format!("i{:04}", (i * 37) % 10_000))
+                        .collect::<std::collections::HashSet<String>>()
+                })
+            };
+            let (only, not) = (ids(&only), ids(&not));
             let body = json!({"criteria": criteria, "exactMatchesOnly": exact_only});
-            let filter = Filter { items: None, not_items: None, exact_only };
+            let filter = Filter { items: only.as_ref(), not_items: not.as_ref(), exact_only };
             let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
             let mut want = reference_hits(&snap, &mut q.criteria, &filter);
             want.sort_by(default_order);
-            let key = |h: &crate::Hit| (h.doc, h.exact, (h.r * 1e9).round() as i64);
+            let key = |h: &crate::Hit| (h.doc, h.exact, h.r.to_bits());
             let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
             let got = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
             prop_assert_eq!(got.hits.iter().map(key).collect::<Vec<_>>(), want.iter().map(key).collect::<Vec<_>>());
@@ -442,6 +473,11 @@ mod tests {
             prop_assert_eq!(top.total, want.len());
             prop_assert_eq!(top.exact_count, want.iter().filter(|h| h.exact).count());
             prop_assert_eq!(top.hits.iter().map(key).collect::<Vec<_>>(), want.iter().take(k).map(key).collect::<Vec<_>>());
+            // the doc numbers facets count: every result's, those left out by a bound too
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let top = evaluate(&snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
+            let (m, all) = (top.matched.unwrap_or_default(), crate::Matched::of_hits(&want));
+            prop_assert_eq!((m.exact, m.other), (all.exact, all.other));
         }
     }
 }

@@ -27,12 +27,14 @@ pub(crate) enum Col {
         multi: Box<[u64]>,
     },
     /// Tree, ordered and mutex dimensions: the one element of a document (`NO_ELEMENT`:
-    /// none). Trees also keep, for facets, the deepest element of a document whose
-    /// elements lie on one path from the root (`NOT_A_PATH` otherwise): its own and its
-    /// ancestors are then the nodes the document counts in.
+    /// none); for a document with several (`multi`), where its list starts in `many`
+    /// (its length, then the elements). Trees also keep, for facets, the deepest element
+    /// of a document whose elements lie on one path from the root (`NOT_A_PATH`
+    /// otherwise): its own and its ancestors are then the nodes the document counts in.
     Elem {
         e: Box<[u32]>,
         multi: Box<[u64]>,
+        many: Box<[u32]>,
         deepest: Box<[u32]>,
     },
     /// Keyword and groupBy dimensions: which documents have a value (the rules for these
@@ -76,7 +78,8 @@ pub(crate) struct ChunkCols {
     dims: Vec<Option<Col>>,
 }
 
-fn bit(bits: &[u64], i: usize) -> bool {
+#[inline(always)]
+pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
 }
 
@@ -161,12 +164,16 @@ impl ChunkCols {
                     };
                     let mut e = vec![NO_ELEMENT; n];
                     let mut multi = vec![0u64; words];
+                    let mut many = Vec::new();
                     let mut deepest = vec![NO_ELEMENT; if tree.is_some() { n } else { 0 }];
                     for (i, d) in docs.iter().enumerate() {
                         match value(d, di) {
                             Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
                             Some(IndexedValue::Elements(es)) => {
                                 multi[i / 64] |= 1 << (i % 64);
+                                e[i] = many.len() as u32;
+                                many.push(es.len() as u32);
+                                many.extend_from_slice(es);
                                 if let Some(set) = tree {
                                     deepest[i] = path_end(set, es);
                                 }
@@ -174,13 +181,14 @@ impl ChunkCols {
                             Some(_) => multi[i / 64] |= 1 << (i % 64),
                             None => {}
                         }
-                        if tree.is_some() && e[i] != NO_ELEMENT {
+                        if tree.is_some() && e[i] != NO_ELEMENT && !bit(&multi, i) {
                             deepest[i] = e[i];
                         }
                     }
                     Some(Col::Elem {
                         e: e.into(),
                         multi: multi.into(),
+                        many: many.into(),
                         deepest: deepest.into(),
                     })
                 }
@@ -219,6 +227,26 @@ impl ChunkCols {
             })
             .collect();
         ChunkCols { dims: cols }
+    }
+
+    /// The elements of document `i` in an elements column when it has several (`None`:
+    /// one or none, or not an elements column).
+    #[inline]
+    pub(crate) fn elements(col: &Col, i: usize) -> Option<&[u32]> {
+        match col {
+            Col::Elem { e, multi, many, .. } if bit(multi, i) => {
+                let at = e[i] as usize;
+                let len = *many.get(at)? as usize;
+                many.get(at + 1..at + 1 + len)
+            }
+            _ => None,
+        }
+    }
+
+    /// The column of dimension `dim`, if it has one.
+    #[inline]
+    pub(crate) fn col(&self, dim: usize) -> Option<&Col> {
+        self.dims.get(dim)?.as_ref()
     }
 
     /// Document `i`'s value in dimension `dim`; `None` when it must be read from the row

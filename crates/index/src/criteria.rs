@@ -631,7 +631,7 @@ impl Leaf {
     }
 
     /// Tree, ordered, mutex: an item tagged with `item`'s elements.
-    fn elements_rule(&self, item: &[u32]) -> (bool, f64) {
+    pub(crate) fn elements_rule(&self, item: &[u32]) -> (bool, f64) {
         let Matcher::Elements {
             wanted,
             isolated,
@@ -656,7 +656,7 @@ impl Leaf {
     }
 
     /// Numeric: exact when a value is in the set, else closeness of the nearest value.
-    fn numeric_rule(
+    pub(crate) fn numeric_rule(
         &self,
         set: &Interval,
         scale: f64,
@@ -684,7 +684,7 @@ impl Leaf {
 
     /// Geo, from the distance `d` to the nearest point: (exact, r, dropped by
     /// cullDistance).
-    fn geo_rule(&self, mut d: f64) -> (bool, f64, bool) {
+    pub(crate) fn geo_rule(&self, mut d: f64) -> (bool, f64, bool) {
         let Matcher::Geo {
             exact,
             cull,
@@ -727,7 +727,7 @@ pub struct EvalCtx {
 }
 
 impl EvalCtx {
-    fn scale(&self, dim: usize) -> f64 {
+    pub(crate) fn scale(&self, dim: usize) -> f64 {
         self.scales.get(dim).copied().unwrap_or(0.1)
     }
 }
@@ -781,7 +781,7 @@ impl Criterion {
 
 /// Keyword with its postings: excluded by a not-value, exact by a wanted value (or any
 /// value when none is named), else 0.
-fn keyword_rule(
+pub(crate) fn keyword_rule(
     exact_rel: f64,
     any_value: bool,
     holding: &RoaringBitmap,

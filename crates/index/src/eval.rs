@@ -9,7 +9,10 @@ use discern_dimensions::DimensionKind;
 use rayon::prelude::*;
 
 use crate::candidates::candidates;
-use crate::criteria::{Criterion, EvalCtx, ItemRef, Matcher, Node, WeightedMean};
+use crate::criteria::{Criterion, EvalCtx, Matcher, Node};
+#[cfg(test)]
+use crate::criteria::{ItemRef, WeightedMean};
+use crate::kernels::{ChunkScores, ChunkView};
 use crate::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -321,6 +324,9 @@ fn for_each_text(criteria: &mut [Criterion], f: &mut dyn FnMut(&mut crate::text:
     }
 }
 
+/// One item's (exactness, relevance), `None` when culled, item by item: the reference
+/// `kernels::ChunkScores` is tested against.
+#[cfg(test)]
 fn item_outcome(criteria: &[Criterion], item: &ItemRef<'_>, ctx: &EvalCtx) -> Option<(bool, f64)> {
     if criteria.is_empty() {
         return Some((true, 1.0));
@@ -344,56 +350,180 @@ pub struct Filter<'a> {
     pub exact_only: bool,
 }
 
-/// The items a query scores, in parallel: the narrowed candidates, else every chunk's
-/// documents (each with its chunk's columns).
-fn items<'s>(
-    snap: &'s Snapshot,
-    candidates: Option<&'s [u32]>,
-) -> impl ParallelIterator<Item = ItemRef<'s>> + 's {
-    match candidates {
-        Some(docs) => rayon::iter::Either::Left(
-            docs.par_chunks(4096)
-                .flat_map_iter(move |part| part.iter().filter_map(move |&n| snap.item(n))),
-        ),
-        None => rayon::iter::Either::Right(snap.chunks().par_iter().enumerate().flat_map_iter(
-            move |(c, chunk)| {
-                let cols = snap.chunk_cols(c);
-                chunk.docs.iter().enumerate().filter_map(move |(i, slot)| {
-                    Some(ItemRef {
-                        doc: slot.as_ref()?,
-                        n: (c * crate::CHUNK + i) as u32,
-                        cols: cols.map(|cols| (cols, i)),
-                    })
-                })
-            },
-        )),
+impl Filter<'_> {
+    fn admits(&self, doc: &crate::Doc) -> bool {
+        if let Some(items) = self.items {
+            if !items.contains(&*doc.id) {
+                return false;
+            }
+        }
+        if let Some(not) = self.not_items {
+            if not.contains(&*doc.id) {
+                return false;
+            }
+        }
+        true
     }
 }
 
-/// Whether `item` is a result, and its (exactness, relevance) if so.
-fn outcome(
+/// What a scan hands every result to, one per parallel part.
+trait Sink: Send {
+    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64);
+    fn merge(self, other: Self) -> Self;
+    /// What a result must beat, in (exactness, relevance), to be kept by `offer`
+    /// (`None`: every result is kept). A result that cannot is handed to `count`.
+    fn bar(&self) -> Option<(bool, f64)> {
+        None
+    }
+    /// A non-exact result that cannot beat the bar.
+    fn count(&mut self, _n: u32) {}
+}
+
+impl Sink for TopK {
+    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64) {
+        TopK::offer(self, n, doc, exact, r)
+    }
+    fn merge(self, other: TopK) -> TopK {
+        TopK::merge(self, other)
+    }
+    fn bar(&self) -> Option<(bool, f64)> {
+        if self.k == 0 {
+            return Some((true, f64::INFINITY));
+        }
+        if self.heap.len() < self.k {
+            return None;
+        }
+        self.heap.peek().map(|w| (w.0.exact, w.0.r))
+    }
+    fn count(&mut self, n: u32) {
+        self.total += 1;
+        if let Some(m) = &mut self.matched {
+            m.push(n, false);
+        }
+    }
+}
+
+/// Every result's doc number, in scan order: only membership counts.
+impl Sink for Vec<u32> {
+    fn offer(&mut self, n: u32, _: &crate::Doc, _: bool, _: f64) {
+        self.push(n);
+    }
+    fn merge(mut self, mut other: Self) -> Self {
+        self.append(&mut other);
+        self
+    }
+    fn bar(&self) -> Option<(bool, f64)> {
+        Some((true, f64::INFINITY))
+    }
+    fn count(&mut self, n: u32) {
+        self.push(n);
+    }
+}
+
+impl Sink for Vec<Hit> {
+    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64) {
+        self.push(Hit::new(n, doc, exact, r));
+    }
+    fn merge(mut self, mut other: Self) -> Self {
+        self.append(&mut other);
+        self
+    }
+}
+
+/// Per parallel part: its sink and the buffers reused from chunk to chunk.
+struct Part<S> {
+    sink: S,
+    idx: Vec<u16>,
+    scores: ChunkScores,
+}
+
+/// Scores the items (the narrowed candidates, else every document) chunk by chunk in
+/// parallel and hands every result (not culled, exact or relevance > 0, admitted by the
+/// filter) to a sink made by `make`.
+fn scan<S: Sink>(
+    snap: &Snapshot,
+    candidates: Option<&[u32]>,
     criteria: &[Criterion],
     ctx: &EvalCtx,
     filter: &Filter<'_>,
-    item: &ItemRef<'_>,
-) -> Option<(bool, f64)> {
-    let doc = item.doc;
-    if let Some(items) = filter.items {
-        if !items.contains(&*doc.id) {
-            return None;
+    make: impl Fn() -> S + Sync + Send,
+) -> S {
+    let part = || Part {
+        sink: make(),
+        idx: Vec::with_capacity(crate::CHUNK),
+        scores: ChunkScores::default(),
+    };
+    let run = |mut p: Part<S>, c: usize, positions: &mut dyn Iterator<Item = usize>| {
+        let chunk = &snap.chunks()[c];
+        p.idx.clear();
+        for i in positions {
+            if let Some(Some(doc)) = chunk.docs.get(i) {
+                if filter.admits(doc) {
+                    p.idx.push(i as u16);
+                }
+            }
         }
-    }
-    if let Some(not) = filter.not_items {
-        if not.contains(&*doc.id) {
-            return None;
+        if p.idx.is_empty() {
+            return p;
         }
+        let view = ChunkView {
+            docs: &chunk.docs,
+            cols: snap.chunk_cols(c),
+            base: (c * crate::CHUNK) as u32,
+            idx: &p.idx,
+        };
+        p.scores.compute(criteria, ctx, &view, p.sink.bar());
+        for (j, &i) in p.idx.iter().enumerate() {
+            if p.scores.skipped(j) {
+                if !filter.exact_only {
+                    p.sink.count(view.base + i as u32);
+                }
+                continue;
+            }
+            let Some((exact, r)) = p.scores.outcome(criteria, j) else {
+                continue;
+            };
+            let is_result = exact || r > 0.0;
+            if !is_result || (filter.exact_only && !exact) {
+                continue;
+            }
+            if let Some(Some(doc)) = chunk.docs.get(i as usize) {
+                p.sink.offer(view.base + i as u32, doc, exact, r);
+            }
+        }
+        p
+    };
+    match candidates {
+        Some(docs) => {
+            // runs of candidates in one chunk
+            let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+            for (k, &n) in docs.iter().enumerate() {
+                let c = n as usize / crate::CHUNK;
+                match runs.last_mut() {
+                    Some((rc, _, end)) if *rc == c => *end = k + 1,
+                    _ => runs.push((c, k, k + 1)),
+                }
+            }
+            runs.par_iter()
+                .fold(part, |p, &(c, a, b)| {
+                    run(
+                        p,
+                        c,
+                        &mut docs[a..b].iter().map(|&n| n as usize % crate::CHUNK),
+                    )
+                })
+                .map(|p| p.sink)
+                .reduce(&make, S::merge)
+        }
+        None => (0..snap.chunks().len())
+            .into_par_iter()
+            .fold(part, |p, c| {
+                let len = snap.chunks()[c].docs.len();
+                run(p, c, &mut (0..len))
+            })
+            .map(|p| p.sink)
+            .reduce(&make, S::merge),
     }
-    let (exact, r) = item_outcome(criteria, item, ctx)?;
-    let is_result = exact || r > 0.0;
-    if !is_result || (filter.exact_only && !exact) {
-        return None;
-    }
-    Some((exact, r))
 }
 
 /// Evaluates `criteria` for every item of `snap`.
@@ -415,9 +545,7 @@ pub fn evaluate(
         // only once culling is: a first pass finds the results (membership and
         // exactness do not depend on the grading), the second ranks them.
         let frozen: &[Criterion] = criteria;
-        let results: Vec<u32> = items(snap, candidates.as_deref())
-            .filter_map(|item| outcome(frozen, &ctx, filter, &item).map(|_| item.n))
-            .collect();
+        let results: Vec<u32> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
         for_each_text(criteria, &mut |t| t.set_max_over(results.iter().copied()));
         candidates = Some(results);
     }
@@ -428,17 +556,9 @@ pub fn evaluate(
         Want::All | Want::Sorted => (None, false),
     };
     if let Some(k) = top_k {
-        let top = items(snap, candidates.as_deref())
-            .fold(
-                || TopK::new(k, collect),
-                |mut top, item| {
-                    if let Some((exact, r)) = outcome(frozen, &ctx, filter, &item) {
-                        top.offer(item.n, item.doc, exact, r);
-                    }
-                    top
-                },
-            )
-            .reduce(|| TopK::new(k, collect), TopK::merge);
+        let top = scan(snap, candidates.as_deref(), frozen, &ctx, filter, || {
+            TopK::new(k, collect)
+        });
         let hits: Vec<Hit> = top
             .heap
             .into_sorted_vec()
@@ -457,12 +577,7 @@ pub fn evaluate(
             ctx,
         };
     }
-    let mut hits: Vec<Hit> = items(snap, candidates.as_deref())
-        .filter_map(|item| {
-            outcome(frozen, &ctx, filter, &item)
-                .map(|(exact, r)| Hit::new(item.n, item.doc, exact, r))
-        })
-        .collect();
+    let mut hits: Vec<Hit> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
     let exact_count = hits.iter().filter(|h| h.exact).count();
     let total = hits.len();
     if want != Want::All {
@@ -492,6 +607,11 @@ pub(crate) fn reference_hits(
     for (c, chunk) in snap.chunks().iter().enumerate() {
         for (i, slot) in chunk.docs.iter().enumerate() {
             let Some(doc) = slot else { continue };
+            if filter.items.is_some_and(|s| !s.contains(&*doc.id))
+                || filter.not_items.is_some_and(|s| s.contains(&*doc.id))
+            {
+                continue;
+            }
             let n = (c * crate::CHUNK + i) as u32;
             let item = ItemRef { doc, n, cols: None };
             let Some((exact, r)) = item_outcome(criteria, &item, &ctx) else {

@@ -14,6 +14,7 @@ use crate::columns::{ColValue, NOT_A_PATH, NO_ELEMENT};
 use crate::eval::Matched;
 use crate::postings::DimPostings;
 use crate::query::{as_bool, as_str, as_usize, bad, member};
+use crate::ranges::RangeTable;
 use crate::Snapshot;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -304,53 +305,82 @@ fn bucket_counts(
 }
 
 /// Range buckets and bounds of a numeric dimension, read from the chunks' columns (a
-/// document with several values from its row).
+/// document with several values from its row), in parallel: a document with one value
+/// counts in its segment of the ranges' bounds (`RangeTable`), rolled up to the ranges
+/// at the end.
 fn numeric_counts(
     snap: &Snapshot,
     spec: &discern_dimensions::NumericSpec,
     di: usize,
     counted: &Counted,
 ) -> (Counts, Option<(f64, f64)>) {
-    let mut per_range = vec![0usize; spec.ranges.len()];
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    let mut xs: Vec<f64> = Vec::new();
-    let mut chunk = usize::MAX;
-    let mut cols = None;
-    for &d in &counted.docs {
-        let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
-        if c != chunk {
-            chunk = c;
-            cols = snap.chunk_cols(c);
-        }
-        xs.clear();
-        match cols.and_then(|cc| cc.get(di, i)) {
-            Some(ColValue::Num(Some(x))) => {
-                lo = lo.min(x);
-                hi = hi.max(x);
-                for (r, n) in spec.ranges.iter().zip(per_range.iter_mut()) {
-                    *n += r.interval.contains(x) as usize;
+    let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+    let ranges = spec.ranges.len();
+    // (per segment, per range for documents with several values, lo, hi)
+    type Part = (Vec<usize>, Vec<usize>, f64, f64);
+    let empty = || -> Part {
+        (
+            vec![0; table.segments()],
+            vec![0; ranges],
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        )
+    };
+    let (per_segment, mut per_range, lo, hi) = counted
+        .docs
+        .par_chunks(16_384)
+        .map(|part| {
+            let (mut seg, mut multi, mut lo, mut hi) = empty();
+            let mut xs: Vec<f64> = Vec::new();
+            let mut chunk = usize::MAX;
+            let mut cols = None;
+            for &d in part {
+                let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
+                if c != chunk {
+                    chunk = c;
+                    cols = snap.chunk_cols(c);
                 }
-                continue;
+                xs.clear();
+                match cols.and_then(|cc| cc.get(di, i)) {
+                    Some(ColValue::Num(Some(x))) => {
+                        lo = lo.min(x);
+                        hi = hi.max(x);
+                        if let Some(s) = table.segment(x) {
+                            seg[s] += 1;
+                        }
+                        continue;
+                    }
+                    Some(_) => continue,
+                    None => match snap
+                        .doc(d)
+                        .and_then(|d| d.values.get(di))
+                        .and_then(|v| v.as_ref())
+                    {
+                        Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
+                        Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
+                        _ => continue,
+                    },
+                }
+                for &x in &xs {
+                    lo = lo.min(x);
+                    hi = hi.max(x);
+                }
+                for (r, n) in spec.ranges.iter().zip(multi.iter_mut()) {
+                    if xs.iter().any(|x| r.interval.contains(*x)) {
+                        *n += 1;
+                    }
+                }
             }
-            Some(_) => continue,
-            None => match snap
-                .doc(d)
-                .and_then(|d| d.values.get(di))
-                .and_then(|v| v.as_ref())
-            {
-                Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
-                Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
-                _ => continue,
-            },
-        }
-        for &x in &xs {
-            lo = lo.min(x);
-            hi = hi.max(x);
-        }
-        for (r, n) in spec.ranges.iter().zip(per_range.iter_mut()) {
-            if xs.iter().any(|x| r.interval.contains(*x)) {
-                *n += 1;
-            }
+            (seg, multi, lo, hi)
+        })
+        .reduce(empty, |mut a, b| {
+            a.0.iter_mut().zip(&b.0).for_each(|(x, y)| *x += y);
+            a.1.iter_mut().zip(&b.1).for_each(|(x, y)| *x += y);
+            (a.0, a.1, a.2.min(b.2), a.3.max(b.3))
+        });
+    for (s, n) in per_segment.into_iter().enumerate() {
+        for &r in table.ranges_of(s) {
+            per_range[r] += n;
         }
     }
     let counts = spec

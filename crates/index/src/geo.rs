@@ -82,7 +82,35 @@ pub struct GeoRef {
     polygons: Vec<Vec<Ring>>,
 }
 
+/// Relative and absolute slack of `GeoRef::distance_floor` below the computed distance:
+/// far above the rounding of `haversine_pre`, whose worst case (points nearly antipodal,
+/// where `asin` is steep) is a relative ~1e-8.
+const FLOOR_SLACK: f64 = 1e-6;
+
+/// No computed distance exceeds this: half the circumference, with the same slack.
+pub fn max_distance(unit: Unit) -> f64 {
+    std::f64::consts::PI * unit.earth_radius() * (1.0 + FLOOR_SLACK)
+}
+
 impl GeoRef {
+    /// Only points (no lines or polygons).
+    pub fn points_only(&self) -> bool {
+        !self.points.is_empty() && self.lines.is_empty() && self.polygons.is_empty()
+    }
+
+    /// A distance from `p` no greater than the one `distance_pre` computes, without
+    /// trigonometry, for a points-only reference: the great-circle distance is at least
+    /// the earth's radius times the difference in latitude (in radians), here less a
+    /// slack that covers the computed distance's rounding.
+    #[inline]
+    pub fn distance_floor(&self, p: &GeoPoint, pre: &[GeoPoint], unit: Unit) -> f64 {
+        let dphi = pre
+            .iter()
+            .map(|q| (p.phi - q.phi).abs())
+            .fold(f64::INFINITY, f64::min);
+        (unit.earth_radius() * dphi * (1.0 - FLOOR_SLACK) - 1e-9).max(0.0)
+    }
+
     pub fn is_area(&self) -> bool {
         !self.polygons.is_empty() && self.points.is_empty() && self.lines.is_empty()
     }
@@ -472,6 +500,32 @@ mod tests {
     }
 
     proptest! {
+        /// The trig-free floor never exceeds the computed distance, nor that distance
+        /// `max_distance` (any points: near each other, near the poles, antipodal).
+        #[test]
+        fn distance_floor_is_below_the_distance(
+            a in (-90.0f64..=90.0, -180.0f64..=180.0),
+            refs in prop::collection::vec((-90.0f64..=90.0, -180.0f64..=180.0), 1..4),
+            near in prop::option::of((-1e-6f64..1e-6, -1e-6f64..1e-6)),
+            antipode in any::<bool>(),
+            km in any::<bool>(),
+        ) {
+            let unit = if km { Unit::Km } else { Unit::Miles };
+            let mut refs = refs;
+            if let Some((dla, dlo)) = near {
+                refs.push(((a.0 + dla).clamp(-90.0, 90.0), a.1 + dlo));
+            }
+            if antipode {
+                refs.push((-a.0, if a.1 > 0.0 { a.1 - 180.0 } else { a.1 + 180.0 }));
+            }
+            let r = GeoRef { points: refs, ..Default::default() };
+            let pre = r.geo_points();
+            let p = GeoPoint::new(a.0, a.1);
+            let d = r.distance_pre(&p, a.0, &pre, unit);
+            prop_assert!(r.distance_floor(&p, &pre, unit) <= d);
+            prop_assert!(d <= max_distance(unit));
+        }
+
         /// Comparing haversine terms finds the same nearest point, at the same distance
         /// to the bit, as comparing distances.
         #[test]
