@@ -93,20 +93,33 @@ pub fn max_distance(unit: Unit) -> f64 {
 }
 
 impl GeoRef {
-    /// Only points (no lines or polygons).
-    pub fn points_only(&self) -> bool {
-        !self.points.is_empty() && self.lines.is_empty() && self.polygons.is_empty()
+    /// The latitude bands, in radians, that hold the nearest point of the reference to
+    /// any place (from `boxes`), for `distance_floor`.
+    pub fn lat_bands(&self) -> Vec<(f64, f64)> {
+        self.boxes()
+            .iter()
+            .map(|b| (b.0.to_radians(), b.1.to_radians()))
+            .collect()
     }
 
     /// A distance from `p` no greater than the one `distance_pre` computes, without
-    /// trigonometry, for a points-only reference: the great-circle distance is at least
-    /// the earth's radius times the difference in latitude (in radians), here less a
-    /// slack that covers the computed distance's rounding.
+    /// trigonometry: that distance is a haversine to a point of one of `bands` (the
+    /// reference's `lat_bands`), so at least the earth's radius times the difference
+    /// in latitude (radians) to the nearest band — here less a slack that covers the
+    /// computed distance's rounding.
     #[inline]
-    pub fn distance_floor(&self, p: &GeoPoint, pre: &[GeoPoint], unit: Unit) -> f64 {
-        let dphi = pre
+    pub fn distance_floor(p: &GeoPoint, bands: &[(f64, f64)], unit: Unit) -> f64 {
+        let dphi = bands
             .iter()
-            .map(|q| (p.phi - q.phi).abs())
+            .map(|&(lo, hi)| {
+                if p.phi < lo {
+                    lo - p.phi
+                } else if p.phi > hi {
+                    p.phi - hi
+                } else {
+                    0.0
+                }
+            })
             .fold(f64::INFINITY, f64::min);
         (unit.earth_radius() * dphi * (1.0 - FLOOR_SLACK) - 1e-9).max(0.0)
     }
@@ -501,7 +514,8 @@ mod tests {
 
     proptest! {
         /// The trig-free floor never exceeds the computed distance, nor that distance
-        /// `max_distance` (any points: near each other, near the poles, antipodal).
+        /// `max_distance` (any points: near each other, near the poles, antipodal; lines
+        /// and polygons anywhere).
         #[test]
         fn distance_floor_is_below_the_distance(
             a in (-90.0f64..=90.0, -180.0f64..=180.0),
@@ -509,6 +523,7 @@ mod tests {
             near in prop::option::of((-1e-6f64..1e-6, -1e-6f64..1e-6)),
             antipode in any::<bool>(),
             km in any::<bool>(),
+            line in prop::option::of(prop::collection::vec((-89.0f64..=89.0, -179.0f64..=179.0), 2..6)),
         ) {
             let unit = if km { Unit::Km } else { Unit::Miles };
             let mut refs = refs;
@@ -518,11 +533,18 @@ mod tests {
             if antipode {
                 refs.push((-a.0, if a.1 > 0.0 { a.1 - 180.0 } else { a.1 + 180.0 }));
             }
-            let r = GeoRef { points: refs, ..Default::default() };
+            let mut r = GeoRef { points: refs, ..Default::default() };
+            // a line and a polygon somewhere, or around the place
+            if let Some(line) = line {
+                r.lines.push(line.clone());
+                let mut ring = line;
+                ring.push(ring[0]);
+                r.polygons.push(vec![ring]);
+            }
             let pre = r.geo_points();
             let p = GeoPoint::new(a.0, a.1);
             let d = r.distance_pre(&p, a.0, &pre, unit);
-            prop_assert!(r.distance_floor(&p, &pre, unit) <= d);
+            prop_assert!(GeoRef::distance_floor(&p, &r.lat_bands(), unit) <= d);
             prop_assert!(d <= max_distance(unit));
         }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::columns::{bit, ChunkCols, Col, ColValue, NO_ELEMENT};
 use crate::criteria::WeightedMean;
 use crate::criteria::{keyword_rule, Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, Outcome};
+use crate::geo::GeoRef;
 use crate::Doc;
 
 /// The documents of one chunk that a pass evaluates.
@@ -78,7 +79,7 @@ pub(crate) struct ChunkScores {
 impl ChunkScores {
     /// Scores the documents of `view`. With a `bar` — the (exactness, relevance) a
     /// document must beat to be kept, where every document kept must be exact or
-    /// better — one point-reference geo criterion's distance is first bounded from the
+    /// better — one geo criterion's distance is first bounded from the
     /// latitudes alone, and computed only for documents whose bound could still beat
     /// the bar or whose membership depends on it.
     pub(crate) fn compute(
@@ -147,6 +148,7 @@ impl ChunkScores {
         let out = &mut self.per[d];
         out.reset(view.idx.len());
         let null = (leaf.null_exact, leaf.null_rel);
+        let bands = reference.lat_bands();
         // first the bounds (documents with several points, or none, are settled now)
         let mut pending = Vec::with_capacity(view.idx.len());
         for (j, &i) in view.idx.iter().enumerate() {
@@ -158,7 +160,7 @@ impl ChunkScores {
             } else if lat[i].is_nan() {
                 out.set(j, null);
             } else {
-                let (exact, r, _) = leaf.geo_rule(reference.distance_floor(&pts[i], pre, unit));
+                let (exact, r, _) = leaf.geo_rule(GeoRef::distance_floor(&pts[i], &bands, unit));
                 out.set(j, (exact, r));
                 pending.push((j, i));
             }
@@ -203,7 +205,7 @@ impl ChunkScores {
 }
 
 impl Criterion {
-    /// A point-reference geo criterion that cannot cull and keeps its own exactness:
+    /// A geo criterion that cannot cull and keeps its own exactness:
     /// its outcome never decreases as the distance shrinks, so a distance bounded from
     /// below bounds the outcome from above (`ChunkScores::defer`).
     fn deferrable(&self) -> bool {
@@ -213,13 +215,9 @@ impl Criterion {
                 &self.node,
                 Node::Leaf(Leaf {
                     dim: Some(_),
-                    matcher: Matcher::Geo {
-                        reference,
-                        cull: None,
-                        ..
-                    },
+                    matcher: Matcher::Geo { cull: None, .. },
                     ..
-                }) if reference.points_only()
+                })
             )
     }
 
