@@ -78,10 +78,9 @@ pub(crate) struct ChunkScores {
 
 impl ChunkScores {
     /// Scores the documents of `view`. With a `bar` — the (exactness, relevance) a
-    /// document must beat to be kept, where every document kept must be exact or
-    /// better — one geo criterion's distance is first bounded from the
-    /// latitudes alone, and computed only for documents whose bound could still beat
-    /// the bar or whose membership depends on it.
+    /// result must beat to be kept — one geo criterion's distance is first bounded
+    /// from the latitudes alone, and computed only for documents whose bound could be
+    /// exact or beat the bar, or whose membership depends on it.
     pub(crate) fn compute(
         &mut self,
         criteria: &[Criterion],
