@@ -1,8 +1,10 @@
-//! Typed columns per chunk: the numeric, geoloc and single element values of a chunk's
-//! 1,024 documents as flat arrays (and for other dimensions which documents have a value), built on first use and dropped with the chunk when an apply copies
-//! it. A whole-collection scan reads these instead of following every document's
-//! pointers; documents with several values in a dimension are marked and read from
-//! their row. The rules themselves stay in `criteria.rs`.
+//! Typed columns per chunk: the numeric, geoloc and element values of a chunk's 1,024
+//! documents as flat arrays (and for other dimensions which documents have a value),
+//! built on first use and dropped with the chunk when an apply copies it. A
+//! whole-collection scan reads these instead of following every document's pointers;
+//! documents with several numbers or points in a dimension are marked and read from
+//! their row (several elements are kept in a side list). The rules themselves stay in
+//! `criteria.rs`.
 
 use std::sync::Arc;
 

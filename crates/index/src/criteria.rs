@@ -727,7 +727,7 @@ pub struct EvalCtx {
 }
 
 impl EvalCtx {
-    pub(crate) fn scale(&self, dim: usize) -> f64 {
+    fn scale(&self, dim: usize) -> f64 {
         self.scales.get(dim).copied().unwrap_or(0.1)
     }
 }

@@ -607,9 +607,7 @@ pub(crate) fn reference_hits(
     for (c, chunk) in snap.chunks().iter().enumerate() {
         for (i, slot) in chunk.docs.iter().enumerate() {
             let Some(doc) = slot else { continue };
-            if filter.items.is_some_and(|s| !s.contains(&*doc.id))
-                || filter.not_items.is_some_and(|s| s.contains(&*doc.id))
-            {
+            if !filter.admits(doc) {
                 continue;
             }
             let n = (c * crate::CHUNK + i) as u32;
