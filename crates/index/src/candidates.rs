@@ -263,6 +263,7 @@ fn within(
 #[cfg(test)]
 mod tests {
     use crate::eval::{default_order, evaluate, reference_hits, Filter, Want};
+    use crate::test_support::put_strings;
     use crate::{parse_query, IndexWriter, Snapshot};
     use discern_dimensions::Dimensions;
     use discern_model::{Record, Value};
@@ -383,35 +384,18 @@ mod tests {
         let mut b = w.begin(&Snapshot::empty(dims));
         let specs = (0..pad).map(|i| &docs[i % docs.len()]).chain(docs);
         for (i, (kw, el, pt, words, nums)) in specs.enumerate() {
-            let mut r = Vec::new();
-            // several values of a property as an array (documents with several values
-            // are read from their rows, or from a column's side list)
-            let mut put = |name: &str, vals: Vec<String>| match vals.len() {
-                0 => {}
-                1 => r.push((name.to_string(), Value::Str(vals[0].clone()))),
-                _ => r.push((
-                    name.to_string(),
-                    Value::Array(vals.into_iter().map(Value::Str).collect()),
-                )),
-            };
-            put(
-                "n",
-                nums.iter()
-                    .map(|(x, off)| (x * 997 + off).to_string())
-                    .collect(),
-            );
-            put(
-                "k",
-                kw.iter()
-                    .map(|k| ["a", "b", "c", "d"][*k].to_string())
-                    .collect(),
-            );
-            put(
-                "t",
-                el.iter()
-                    .map(|e| ["A", "A1", "A2", "B", "B1"][*e].to_string())
-                    .collect(),
-            );
+            // documents with several values are read from their rows, or from a
+            // column's side list
+            let mut rec = Record::default();
+            let nums = nums.iter().map(|(x, off)| (x * 997 + off).to_string());
+            put_strings(&mut rec, "n", nums.collect());
+            let kws = kw.iter().map(|k| ["a", "b", "c", "d"][*k].to_string());
+            put_strings(&mut rec, "k", kws.collect());
+            let els = el
+                .iter()
+                .map(|e| ["A", "A1", "A2", "B", "B1"][*e].to_string());
+            put_strings(&mut rec, "t", els.collect());
+            let r = &mut rec.0;
             if let Some((la, lo)) = pt {
                 r.push(("lat".to_string(), Value::Str(la.to_string())));
                 r.push(("lon".to_string(), Value::Str(lo.to_string())));
@@ -423,7 +407,7 @@ mod tests {
                     .collect();
                 r.push(("x".to_string(), Value::Str(text.join(" "))));
             }
-            b.upsert(&id(i), &Record(r));
+            b.upsert(&id(i), &rec);
         }
         // a later apply removes some and changes others: postings must follow
         let mut snap = b.commit();

@@ -68,6 +68,8 @@ pub enum Matcher {
         reference: GeoRef,
         /// The reference's points, precomputed for distances.
         pre: Vec<GeoPoint>,
+        /// The reference's latitude bands, for distance floors (`GeoRef::lat_bands`).
+        bands: Vec<(f64, f64)>,
         exact: f64,
         cull: Option<f64>,
         normal: f64,
@@ -364,6 +366,7 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             let iso = num("isoRelevanceDistance")?.filter(|x| *x > 0.0);
             Matcher::Geo {
                 pre: reference.geo_points(),
+                bands: reference.lat_bands(),
                 reference,
                 exact,
                 cull: num("cullDistance")?,

@@ -726,6 +726,7 @@ pub fn compute_drill_down(snap: &Snapshot, matched: &Matched, reqs: &[DrillDown]
 mod tests {
     use super::*;
     use crate::eval::{evaluate, Filter, Want};
+    use crate::test_support::put_strings;
     use crate::{parse_query, IndexWriter};
     use discern_model::{Record, Value};
     use proptest::prelude::*;
@@ -767,25 +768,15 @@ mod tests {
             if let Some(m) = m {
                 put("m", ["x", "y"][*m].into());
             }
-            // a property holds one value: several are an array
-            let mut many = |name: &str, vs: Vec<String>| match vs.len() {
-                0 => {}
-                1 => r.push((name.to_string(), Value::Str(vs[0].clone()))),
-                _ => r.push((
-                    name.to_string(),
-                    Value::Array(vs.into_iter().map(Value::Str).collect()),
-                )),
-            };
-            many(
-                "t",
-                t.iter()
-                    .map(|e| ["A", "A1", "A2", "B", "B1"][*e].to_string())
-                    .collect(),
-            );
-            many("k", k.iter().map(|x| format!("k{x}")).collect());
-            many("w", wv.iter().map(|x| format!("w{x}")).collect());
-            many("n", n.iter().map(|x| x.to_string()).collect());
-            b.upsert(&format!("d{i:03}"), &Record(r));
+            let mut rec = Record(r);
+            let ts = t
+                .iter()
+                .map(|e| ["A", "A1", "A2", "B", "B1"][*e].to_string());
+            put_strings(&mut rec, "t", ts.collect());
+            put_strings(&mut rec, "k", k.iter().map(|x| format!("k{x}")).collect());
+            put_strings(&mut rec, "w", wv.iter().map(|x| format!("w{x}")).collect());
+            put_strings(&mut rec, "n", n.iter().map(|x| x.to_string()).collect());
+            b.upsert(&format!("d{i:03}"), &rec);
         }
         b.commit()
     }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::columns::{bit, ChunkCols, Col, ColValue, NO_ELEMENT};
+use crate::columns::{bit, ChunkCols, Col, NO_ELEMENT};
 use crate::criteria::WeightedMean;
 use crate::criteria::{keyword_rule, Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, Outcome};
 use crate::geo::GeoRef;
@@ -74,6 +74,8 @@ pub(crate) struct ChunkScores {
     /// Position by position: a result for certain, not exact, and unable to beat the
     /// bar, so its distance was not computed (`outcome` does not describe it).
     skipped: Vec<bool>,
+    /// Scratch for `defer`: (position, slot) of documents whose distance is pending.
+    pending: Vec<(usize, usize)>,
 }
 
 impl ChunkScores {
@@ -129,6 +131,7 @@ impl ChunkScores {
                         Matcher::Geo {
                             reference,
                             pre,
+                            bands,
                             unit,
                             ..
                         },
@@ -137,19 +140,19 @@ impl ChunkScores {
             ) => view
                 .cols
                 .and_then(|cols| cols.col(*dim))
-                .map(|col| (leaf, col, reference, pre, *unit)),
+                .map(|col| (leaf, col, reference, pre, bands, *unit)),
             _ => None,
         };
-        let Some((leaf, Col::Geo { lat, pts, multi }, reference, pre, unit)) = geo else {
+        let Some((leaf, Col::Geo { lat, pts, multi }, reference, pre, bands, unit)) = geo else {
             c.eval_chunk(ctx, view, &mut self.per[d]);
             return;
         };
         let out = &mut self.per[d];
         out.reset(view.idx.len());
         let null = (leaf.null_exact, leaf.null_rel);
-        let bands = reference.lat_bands();
         // first the bounds (documents with several points, or none, are settled now)
-        let mut pending = Vec::with_capacity(view.idx.len());
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
         for (j, &i) in view.idx.iter().enumerate() {
             let i = i as usize;
             if bit(multi, i) {
@@ -159,14 +162,14 @@ impl ChunkScores {
             } else if lat[i].is_nan() {
                 out.set(j, null);
             } else {
-                let (exact, r, _) = leaf.geo_rule(GeoRef::distance_floor(&pts[i], &bands, unit));
+                let (exact, r, _) = leaf.geo_rule(GeoRef::distance_floor(&pts[i], bands, unit));
                 out.set(j, (exact, r));
                 pending.push((j, i));
             }
         }
         // the least relevance any point gets: the farthest distance's
         let far = leaf.geo_rule(crate::geo::max_distance(unit)).1;
-        for (j, i) in pending {
+        for &(j, i) in &pending {
             // culled by another criterion: not a result, whatever the distance
             let Some((exact_up, r_up)) = self.outcome(criteria, j) else {
                 continue;
@@ -184,6 +187,7 @@ impl ChunkScores {
             let (exact, r, culled) = leaf.geo_rule(dist);
             self.per[d].set_outcome(j, Outcome { exact, r, culled });
         }
+        self.pending = pending;
     }
 
     /// The (exactness, relevance) of the document at position `j`, `None` when culled:
@@ -359,20 +363,8 @@ impl Leaf {
                     );
                 }
             }
-            (Some((cols, _)), Matcher::Has) => {
-                for (j, i) in positions {
-                    match cols.get(dim, i) {
-                        Some(
-                            ColValue::Num(None)
-                            | ColValue::Point(None)
-                            | ColValue::Elem(None)
-                            | ColValue::Present(false),
-                        ) => out.set(j, null),
-                        Some(_) => out.set(j, (true, self.exact_rel)),
-                        None => row(out, j, i),
-                    }
-                }
-            }
+            // "has a value", groups of rare shapes: item by item (from the columns where
+            // they describe the document)
             _ => {
                 for (j, i) in positions {
                     row(out, j, i);

@@ -565,6 +565,25 @@ impl Drop for Builder<'_> {
     }
 }
 
+/// Helpers shared by the tests of several modules.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use discern_model::{Record, Value};
+
+    /// Sets `name` to `vals`: nothing when empty, one string, or an array of several (a
+    /// record holds a property once).
+    pub(crate) fn put_strings(r: &mut Record, name: &str, vals: Vec<String>) {
+        match vals.len() {
+            0 => {}
+            1 => r.0.push((name.to_string(), Value::Str(vals[0].clone()))),
+            _ => r.0.push((
+                name.to_string(),
+                Value::Array(vals.into_iter().map(Value::Str).collect()),
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
