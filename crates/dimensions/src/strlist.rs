@@ -114,6 +114,47 @@ impl StrList {
     pub fn heap_bytes(&self) -> usize {
         self.0.len()
     }
+
+    /// The list's encoding (see the type's layout), for `from_raw`.
+    pub fn as_raw(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// A list from bytes `as_raw` gave, checked in full: `None` unless the words are in
+    /// bounds and in order and every string is UTF-8 (the iterator relies on both).
+    pub fn from_raw(raw: Box<[u8]>) -> Option<StrList> {
+        let b = &raw[..];
+        let at = |i: usize| -> Option<usize> {
+            let w = b.get(i..i.checked_add(4)?)?;
+            Some(u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as usize)
+        };
+        let groups = at(0)?;
+        let len_at = groups.checked_mul(4)?.checked_add(4)?;
+        let len = at(len_at)?;
+        let base = len.checked_mul(4)?.checked_add(len_at + 4)?;
+        let bytes = b.get(base..)?;
+        let mut prev = 0;
+        for g in 0..groups {
+            let end = at(4 + 4 * g)?;
+            if end < prev || end > len {
+                return None;
+            }
+            prev = end;
+        }
+        // UTF-8 cut at character boundaries is UTF-8 piece by piece: one validation of
+        // the whole region and a boundary test per string (far cheaper than validating
+        // each of many short strings)
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut start = 0;
+        for i in 0..len {
+            let end = at(len_at + 4 + 4 * i)?;
+            if end < start || !text.is_char_boundary(end) {
+                return None;
+            }
+            start = end;
+        }
+        (start == bytes.len()).then_some(StrList(raw))
+    }
 }
 
 impl fmt::Debug for StrList {
@@ -263,10 +304,35 @@ mod tests {
                 prop_assert_eq!(l.get(i), Some(*s));
             }
             prop_assert_eq!(l.get(flat.len()), None);
+            prop_assert_eq!(StrList::from_raw(l.as_raw().into()), Some(l.clone()));
             // the builder is empty again and reusable
             prop_assert!(b.is_empty());
             prop_assert_eq!(b.finish(), StrList::default());
         }
+    }
+
+    #[test]
+    fn from_raw_rejects_what_the_builder_cannot_make() {
+        let l = StrList::from_strs(["ab", "ü"]);
+        let raw = l.as_raw().to_vec();
+        for cut in 0..raw.len() {
+            assert_eq!(StrList::from_raw(raw[..cut].into()), None, "cut at {cut}");
+        }
+        // "ü" split inside its two bytes
+        let mut split = raw.clone();
+        split[8] = 3;
+        assert_eq!(StrList::from_raw(split.into()), None);
+        let mut backwards = raw.clone();
+        backwards[8] = 4;
+        backwards[12] = 3;
+        assert_eq!(StrList::from_raw(backwards.into()), None);
+        let mut groups = StrListBuilder::default();
+        groups.push("x");
+        groups.end_group();
+        let mut g = groups.finish().as_raw().to_vec();
+        g[4] = 2; // a group ending past the last string
+        assert_eq!(StrList::from_raw(g.into()), None);
+        assert_eq!(StrList::from_raw(raw.into()), Some(l));
     }
 
     #[test]
