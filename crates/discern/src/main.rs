@@ -131,7 +131,8 @@ fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result
             let base = format!("http://{addr}");
             tokio::task::spawn_blocking(move || preload(&e, &base)).await??;
         }
-        let shutdown = async {
+        let saving = engine.clone();
+        let shutdown = async move {
             use tokio::signal::unix::{signal, SignalKind};
             let mut term = match signal(SignalKind::terminate()) {
                 Ok(s) => s,
@@ -142,6 +143,24 @@ fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result
                 _ = tokio::signal::ctrl_c() => {}
             }
             tracing::info!("shutting down");
+            // the next start loads this instead of re-extracting every item; queries
+            // are answered meanwhile, and the writer stays held until the exit so that
+            // no apply can make the saved index stale (a publisher sees its changeset
+            // refused, not acknowledged, and sends it again to the next process)
+            let saved = tokio::task::spawn_blocking(move || {
+                let mut guard = saving.lock_writer_blocking();
+                let r = saving.save_index(&mut guard);
+                (guard, r)
+            })
+            .await;
+            if let Ok((guard, r)) = saved {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "saving the index failed");
+                }
+                // the writer is closed for good: an apply waiting for it fails with
+                // its connection when the process ends
+                std::mem::forget(guard);
+            }
             // idle keep-alive connections must not hold the process open
             tokio::spawn(async {
                 tokio::time::sleep(std::time::Duration::from_secs(5)).await;

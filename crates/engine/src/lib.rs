@@ -10,6 +10,7 @@ mod highlight;
 pub mod metrics;
 pub mod process;
 mod respond;
+mod saved;
 pub mod stats;
 
 pub use config::Config;
@@ -264,7 +265,14 @@ impl Engine {
     pub fn populate(&self, guard: &mut WriterGuard) -> Result<()> {
         let doc = self.dims_doc.load_full();
         let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
-        self.rebuild(guard, dims)?;
+        match self.load_saved_index(&dims, &doc) {
+            Some((snap, writer)) => {
+                self.item_errors.store(writer.errors, Ordering::Relaxed);
+                guard.index = writer;
+                self.snapshot.store(Arc::new(snap));
+            }
+            None => self.rebuild(guard, dims)?,
+        }
         self.queryable.store(true, Ordering::Release);
         self.refresh_gauges();
         Ok(())
@@ -303,15 +311,20 @@ impl Engine {
             }
             Ok(())
         })?;
+        let scanned_ms = started.elapsed().as_millis() as u64;
         let snap = if publish_partial {
-            snap.with_built_terms()
+            snap
         } else {
-            snap.with_built_postings().with_built_terms()
+            snap.with_built_postings()
         };
+        let postings_ms = started.elapsed().as_millis() as u64;
+        let snap = snap.with_built_terms();
         let (docs, postings, terms) = snap.estimated_bytes_parts();
         tracing::info!(
             items = snap.len(),
             ms = started.elapsed().as_millis() as u64,
+            scanned_ms,
+            postings_ms,
             documents_mb = docs >> 20,
             postings_mb = postings >> 20,
             dictionaries_mb = terms >> 20,

@@ -10,6 +10,7 @@ mod facets;
 mod fuzzy;
 mod geo;
 mod kernels;
+pub mod persist;
 pub mod postings;
 mod query;
 mod ranges;

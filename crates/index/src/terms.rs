@@ -303,6 +303,71 @@ impl TermDict {
         })
     }
 
+    /// The dictionary as saved with the index (`persist.rs`): the overlay folded in,
+    /// then the FSTs' bytes and the split keys.
+    pub(crate) fn encode(&self, generation: u64, out: &mut crate::persist::Enc) {
+        let merged;
+        let base = if self.overlay.is_empty() {
+            &self.base
+        } else {
+            merged = self.merged(generation);
+            &merged.base
+        };
+        out.bytes(base.map.as_fst().as_bytes());
+        out.u32(base.splits.len() as u32);
+        for k in &base.splits {
+            out.bytes(k);
+        }
+        match &base.reversed {
+            Some(r) => {
+                out.u8(1);
+                out.bytes(r.as_fst().as_bytes());
+            }
+            None => out.u8(0),
+        }
+    }
+
+    /// Every (term, document frequency), overlay included, in term order.
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Vec<(Vec<u8>, u64)> {
+        let merged = self.merged(self.base_generation);
+        let mut out = Vec::new();
+        let mut stream = merged.base.map.stream();
+        while let Some((k, v)) = stream.next() {
+            out.push((k.to_vec(), v));
+        }
+        out
+    }
+
+    /// A dictionary `encode` wrote, as of `generation`.
+    pub(crate) fn decode(
+        d: &mut crate::persist::Dec<'_>,
+        generation: u64,
+    ) -> Result<TermDict, crate::persist::Corrupt> {
+        use crate::persist::Corrupt;
+        let map = fst::Map::new(d.bytes()?.to_vec()).map_err(|_| Corrupt("dictionary"))?;
+        let n = d.u32()? as usize;
+        let mut splits = Vec::with_capacity(n.min(RANGES));
+        for _ in 0..n {
+            splits.push(d.bytes()?.to_vec());
+        }
+        let reversed = match d.u8()? {
+            0 => None,
+            _ => Some(
+                fst::Set::new(d.bytes()?.to_vec()).map_err(|_| Corrupt("reversed dictionary"))?,
+            ),
+        };
+        Ok(TermDict {
+            base: Arc::new(Base {
+                map,
+                splits,
+                reversed,
+            }),
+            base_generation: generation,
+            overlay: HashMap::new(),
+        })
+    }
+
     /// Indexed terms within `max` edits of `term` (transpositions count 1 when
     /// `transpositions`), as (term, distance, document frequency), the term itself
     /// included when indexed.

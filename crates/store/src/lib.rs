@@ -167,6 +167,21 @@ impl Store {
         Ok(all)
     }
 
+    /// Names the item store's state: every commit that changes items lists a changeset
+    /// with a new sequence number and id, and the newest entry is never retired.
+    pub fn state_token(&self) -> Result<String> {
+        let txn = self.db.begin_read().map_err(db_err)?;
+        let table = txn.open_table(CATALOG).map_err(db_err)?;
+        let token = match table.last().map_err(db_err)? {
+            Some((_, v)) => {
+                let m = ChangesetMeta::decode(v.value())?;
+                format!("changeset {} {} {}", m.seq, m.id, m.md5)
+            }
+            None => "no changesets".to_string(),
+        };
+        Ok(token)
+    }
+
     pub fn meta(&self, id: &str) -> Result<Option<ChangesetMeta>> {
         Ok(self.list(true)?.into_iter().find(|m| m.id == id))
     }

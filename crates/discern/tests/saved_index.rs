@@ -1,0 +1,199 @@
+//! The index saved at shutdown (SPEC §16, restart ≤ 5 s), over real HTTP on a real data
+//! dir: a clean restart loads it and answers exactly as before; a changeset applied
+//! after it, a damaged file or other dimensions make the engine rebuild from the item
+//! store, never answer from a stale or broken index.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{changeset, free_port, json, kill9, post_ok, request, wait_queryable, Engine};
+
+/// Starts the engine with its log in `log`; waits until queryable.
+fn start_logged(data: &Path, log: &Path) -> Engine {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_discern"))
+        .args([
+            "serve",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let e = Engine { child, port };
+    wait_queryable(port, Duration::from_secs(60));
+    e
+}
+
+/// SIGTERM, as a service manager stops it; waits for the exit.
+fn stop(e: &mut Engine) {
+    let status = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while e.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn log_says(log: &Path, what: &str) -> bool {
+    std::fs::read_to_string(log).unwrap().contains(what)
+}
+
+const DIMS: &[u8] = b"<dimensions><dimension id='kind' type='keyword'/>\
+    <dimension id='words' type='text' key='kind'/></dimensions>";
+
+/// Responses that cover documents, postings (exact criteria, text) and dictionaries.
+fn answers(port: u16) -> Vec<serde_json::Value> {
+    let mut out = vec![
+        json(
+            port,
+            "/ws/query",
+            r#"{"criteria": [{"dimension": "kind", "value": ["kind3", "kind7"]}], "pageSize": 1000}"#,
+        ),
+        json(
+            port,
+            "/ws/query",
+            r#"{"criteria": [{"dimension": "words", "value": "kind5 kind9"}], "pageSize": 50,
+                "facets": {"k": {"dimension": "kind"}}}"#,
+        ),
+    ];
+    let (s, b) = request(port, "GET", "/ws/didyoumean/kind?query=kinb3", b"").unwrap();
+    assert_eq!(s, 200);
+    out.push(serde_json::from_slice(&b).unwrap());
+    out
+}
+
+#[test]
+fn a_clean_restart_loads_the_saved_index_and_answers_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("log");
+    let mut e = start_logged(&data, &log);
+    post_ok(e.port, "/ws/dimensions", DIMS);
+    post_ok(
+        e.port,
+        "/ws/changeset",
+        &changeset((0..3000).map(|i| (format!("i{i:05}"), format!("kind{}", i % 13)))),
+    );
+    // a deletion leaves a free document number the loaded writer must reuse
+    post_ok(
+        e.port,
+        "/ws/changeset",
+        b"<changeset><remove-item id='i00042'/></changeset>",
+    );
+    let before = answers(e.port);
+    stop(&mut e);
+    assert!(log_says(&log, "index saved"));
+    assert!(data.join("index.saved").exists());
+
+    let mut e = start_logged(&data, &log);
+    assert!(
+        log_says(&log, "saved index loaded"),
+        "the start rebuilt instead"
+    );
+    assert_eq!(answers(e.port), before);
+    // applies continue from the loaded state
+    post_ok(
+        e.port,
+        "/ws/changeset",
+        &changeset([("new".to_string(), "kind3".to_string())].into_iter()),
+    );
+    let r = json(
+        e.port,
+        "/ws/query",
+        r#"{"criteria": [{"dimension": "kind", "value": "kind3"}], "exactMatchesOnly": true}"#,
+    );
+    let kind3 = (0..3000).filter(|i| i % 13 == 3 && *i != 42).count() + 1;
+    assert_eq!(r["totalSize"], kind3);
+    assert_eq!(r["datasetSize"], 3000);
+    stop(&mut e);
+}
+
+#[test]
+fn a_changeset_after_the_save_makes_it_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("log");
+    let mut e = start_logged(&data, &log);
+    post_ok(e.port, "/ws/dimensions", DIMS);
+    post_ok(
+        e.port,
+        "/ws/changeset",
+        &changeset((0..200).map(|i| (format!("i{i}"), "old".to_string()))),
+    );
+    stop(&mut e);
+
+    // loaded, then changed, then killed: the file no longer describes the store
+    let mut e = start_logged(&data, &log);
+    assert!(log_says(&log, "saved index loaded"));
+    post_ok(
+        e.port,
+        "/ws/changeset",
+        &changeset((0..50).map(|i| (format!("i{i}"), "new".to_string()))),
+    );
+    kill9(&mut e);
+
+    let mut e = start_logged(&data, &log);
+    assert!(log_says(&log, "saved index is stale"));
+    let r = json(
+        e.port,
+        "/ws/query",
+        r#"{"criteria": [{"dimension": "kind", "value": "new"}], "exactMatchesOnly": true}"#,
+    );
+    assert_eq!(r["totalSize"], 50);
+
+    // new dimensions rebuild the index; the one saved after them has their values
+    stop(&mut e);
+    let mut e = start_logged(&data, &log);
+    post_ok(
+        e.port,
+        "/ws/dimensions",
+        b"<dimensions><dimension id='kind' type='keyword' ignoreCase='true'/></dimensions>",
+    );
+    stop(&mut e);
+    let e2 = start_logged(&data, &log);
+    assert!(log_says(&log, "saved index loaded"));
+    let r = json(
+        e2.port,
+        "/ws/query",
+        r#"{"criteria": [{"dimension": "kind", "value": "NEW"}], "exactMatchesOnly": true}"#,
+    );
+    assert_eq!(r["totalSize"], 50);
+}
+
+#[test]
+fn a_damaged_file_is_rebuilt_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("log");
+    let mut e = start_logged(&data, &log);
+    post_ok(e.port, "/ws/dimensions", DIMS);
+    post_ok(
+        e.port,
+        "/ws/changeset",
+        &changeset((0..500).map(|i| (format!("i{i:03}"), format!("kind{}", i % 7)))),
+    );
+    let before = answers(e.port);
+    stop(&mut e);
+    let path = data.join("index.saved");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let e = start_logged(&data, &log);
+    assert!(log_says(&log, "saved index is damaged"));
+    assert_eq!(answers(e.port), before);
+}

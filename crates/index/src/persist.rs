@@ -1,0 +1,860 @@
+//! The index saved to a file and read back, so that a restart does not re-extract
+//! every item (SPEC §16: restart to queryable ≤ 5 s).
+//!
+//! The file describes one snapshot exactly: every document's indexed values, the
+//! postings, the did-you-mean dictionaries (overlays folded in) and the writer's
+//! counters. It starts with a caller-given header (the engine puts there what the item
+//! store and the dimensions were when it was written) so that a stale file is
+//! recognised before its body is read.
+//!
+//! Layout: `MAGIC`, `FORMAT` (u32 LE), then blocks, each `len (u64 LE) crc32 (u32 LE)
+//! bytes`: the header; the counts; the live documents; per dimension its postings; per
+//! dimension its dictionary; one block per chunk; an end block. The checksums
+//! catch a torn or damaged file; decoding checks every length and value besides, so a
+//! bad file is an error, never a panic or a wrong index.
+
+use std::io::{self, Read, Write};
+use std::sync::{Arc, OnceLock};
+
+use discern_dimensions::{Dimensions, IndexedValue, StrList};
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+
+use crate::postings::DimPostings;
+use crate::terms::TermDict;
+use crate::{eval, Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
+
+const MAGIC: &[u8; 8] = b"discernI";
+/// Bump whenever the layout or what extraction produces for a record changes: a file
+/// of another format is ignored (the index is rebuilt from the item store).
+pub const FORMAT: u32 = 1;
+/// Chunks encoded or decoded together (in parallel).
+const CHUNK_BATCH: usize = 64;
+
+/// A damaged or foreign file: what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corrupt(pub &'static str);
+
+impl std::fmt::Display for Corrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "saved index: {}", self.0)
+    }
+}
+
+#[derive(Debug)]
+pub enum LoadError {
+    /// Written for another state (header) or by another format: not an error.
+    Stale,
+    Corrupt(Corrupt),
+    Io(io::Error),
+}
+
+impl From<Corrupt> for LoadError {
+    fn from(c: Corrupt) -> Self {
+        LoadError::Corrupt(c)
+    }
+}
+
+impl From<io::Error> for LoadError {
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            LoadError::Corrupt(Corrupt("truncated"))
+        } else {
+            LoadError::Io(e)
+        }
+    }
+}
+
+/// Little-endian encoder into a growing buffer.
+#[derive(Default)]
+pub(crate) struct Enc(Vec<u8>);
+
+impl Enc {
+    pub(crate) fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Length-prefixed bytes.
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+}
+
+/// Decoder over one block; every read checks the bounds.
+pub(crate) struct Dec<'a>(&'a [u8]);
+
+impl<'a> Dec<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
+        if n > self.0.len() {
+            return Err(Corrupt("a length runs past its block"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, Corrupt> {
+        Ok(self.take(1)?[0])
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, Corrupt> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, Corrupt> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(w))
+    }
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], Corrupt> {
+        let n = self.u64()?;
+        self.take(usize::try_from(n).map_err(|_| Corrupt("length"))?)
+    }
+    /// A count of items of at least `min_bytes` each, checked against what is left (so
+    /// that a damaged count cannot ask for a huge allocation).
+    fn count(&mut self, min_bytes: usize) -> Result<usize, Corrupt> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_bytes.max(1)) > self.0.len() {
+            return Err(Corrupt("a count runs past its block"));
+        }
+        Ok(n)
+    }
+    fn done(&self) -> Result<(), Corrupt> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Corrupt("trailing bytes in a block"))
+        }
+    }
+}
+
+fn write_block(w: &mut impl Write, b: &[u8]) -> io::Result<()> {
+    w.write_all(&(b.len() as u64).to_le_bytes())?;
+    w.write_all(&crc32fast::hash(b).to_le_bytes())?;
+    w.write_all(b)
+}
+
+/// Reads blocks, never allocating more than the file can still hold.
+struct BlockReader<R> {
+    r: R,
+    left: u64,
+}
+
+impl<R: Read> BlockReader<R> {
+    fn block(&mut self) -> Result<Vec<u8>, LoadError> {
+        let mut b = Vec::new();
+        self.block_into(&mut b)?;
+        Ok(b)
+    }
+
+    /// `block` into a reused buffer: the chunks' blocks add up to gigabytes, and fresh
+    /// buffers would cost a page fault per 4 KiB each time.
+    fn block_into(&mut self, b: &mut Vec<u8>) -> Result<(), LoadError> {
+        let mut head = [0u8; 12];
+        self.r.read_exact(&mut head)?;
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&head[..8]);
+        let len = u64::from_le_bytes(len);
+        let crc = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        self.left = self.left.saturating_sub(12);
+        if len > self.left {
+            return Err(Corrupt("a block runs past the end of the file").into());
+        }
+        self.left -= len;
+        b.clear();
+        b.resize(len as usize, 0);
+        self.r.read_exact(b)?;
+        if crc32fast::hash(b) != crc {
+            return Err(Corrupt("checksum mismatch").into());
+        }
+        Ok(())
+    }
+}
+
+const TAG_STRINGS: u8 = 1;
+const TAG_INTS: u8 = 2;
+const TAG_DOUBLES: u8 = 3;
+const TAG_POINTS: u8 = 4;
+const TAG_ELEMENTS: u8 = 5;
+const TAG_TEXT: u8 = 6;
+
+fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
+    let Some(v) = v else {
+        e.u8(0);
+        return;
+    };
+    match v {
+        IndexedValue::Strings(s) | IndexedValue::Text(s) => {
+            e.u8(if matches!(v, IndexedValue::Text(_)) {
+                TAG_TEXT
+            } else {
+                TAG_STRINGS
+            });
+            e.bytes(s.as_raw());
+        }
+        IndexedValue::Ints(x) => {
+            e.u8(TAG_INTS);
+            e.u32(x.len() as u32);
+            x.iter().for_each(|&x| e.u64(x as u64));
+        }
+        IndexedValue::Doubles(x) => {
+            e.u8(TAG_DOUBLES);
+            e.u32(x.len() as u32);
+            x.iter().for_each(|&x| e.u64(x.to_bits()));
+        }
+        IndexedValue::Points(p) => {
+            e.u8(TAG_POINTS);
+            e.u32(p.len() as u32);
+            for &(lat, lon) in p.iter() {
+                e.u64(lat.to_bits());
+                e.u64(lon.to_bits());
+            }
+        }
+        IndexedValue::Elements(x) => {
+            e.u8(TAG_ELEMENTS);
+            e.u32(x.len() as u32);
+            x.iter().for_each(|&x| e.u32(x));
+        }
+    }
+}
+
+fn decode_value(d: &mut Dec<'_>) -> Result<Option<IndexedValue>, Corrupt> {
+    let tag = d.u8()?;
+    Ok(Some(match tag {
+        0 => return Ok(None),
+        TAG_STRINGS | TAG_TEXT => {
+            let s = StrList::from_raw(d.bytes()?.into()).ok_or(Corrupt("string list"))?;
+            if tag == TAG_TEXT {
+                IndexedValue::Text(s)
+            } else {
+                IndexedValue::Strings(s)
+            }
+        }
+        TAG_INTS => {
+            let n = d.count(8)?;
+            IndexedValue::Ints(
+                (0..n)
+                    .map(|_| d.u64().map(|x| x as i64))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        TAG_DOUBLES => {
+            let n = d.count(8)?;
+            IndexedValue::Doubles(
+                (0..n)
+                    .map(|_| d.u64().map(f64::from_bits))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        TAG_POINTS => {
+            let n = d.count(16)?;
+            IndexedValue::Points(
+                (0..n)
+                    .map(|_| Ok((f64::from_bits(d.u64()?), f64::from_bits(d.u64()?))))
+                    .collect::<Result<_, Corrupt>>()?,
+            )
+        }
+        TAG_ELEMENTS => {
+            let n = d.count(4)?;
+            IndexedValue::Elements((0..n).map(|_| d.u32()).collect::<Result<_, _>>()?)
+        }
+        _ => return Err(Corrupt("value type")),
+    }))
+}
+
+fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
+    let mut e = Enc::default();
+    for doc in &chunk.docs {
+        match doc {
+            None => e.u8(0),
+            Some(doc) => {
+                e.u8(1);
+                e.bytes(doc.id.as_bytes());
+                for v in doc.values.iter() {
+                    encode_value(&mut e, v.as_ref());
+                }
+            }
+        }
+    }
+    e.0
+}
+
+fn decode_chunk(b: &[u8], dims: usize) -> Result<Chunk, Corrupt> {
+    let mut d = Dec(b);
+    let mut docs = Vec::with_capacity(CHUNK);
+    for _ in 0..CHUNK {
+        if d.u8()? == 0 {
+            docs.push(None);
+            continue;
+        }
+        let id: Arc<str> = std::str::from_utf8(d.bytes()?)
+            .map_err(|_| Corrupt("item id"))?
+            .into();
+        let values = (0..dims)
+            .map(|_| decode_value(&mut d))
+            .collect::<Result<_, _>>()?;
+        docs.push(Some(Arc::new(Doc {
+            id_key: eval::id_key(&id),
+            id,
+            values,
+        })));
+    }
+    d.done()?;
+    Ok(Chunk {
+        docs,
+        cols: OnceLock::new(),
+    })
+}
+
+fn encode_bitmap(e: &mut Enc, b: &RoaringBitmap) {
+    let mut out = Vec::with_capacity(b.serialized_size());
+    // writing into a Vec cannot fail
+    let _ = b.serialize_into(&mut out);
+    e.bytes(&out);
+}
+
+fn decode_bitmap(d: &mut Dec<'_>) -> Result<RoaringBitmap, Corrupt> {
+    RoaringBitmap::deserialize_from(d.bytes()?).map_err(|_| Corrupt("bitmap"))
+}
+
+fn encode_postings(p: Option<&DimPostings>) -> Vec<u8> {
+    let mut e = Enc::default();
+    let Some(p) = p else {
+        e.u8(0);
+        return e.0;
+    };
+    e.u8(1);
+    encode_bitmap(&mut e, &p.has);
+    e.u32(p.field_stats.len() as u32);
+    for &(tokens, docs) in &p.field_stats {
+        e.u64(tokens);
+        e.u64(docs);
+    }
+    e.u32(p.map.len() as u32);
+    for (k, b) in p.map.iter() {
+        e.bytes(k);
+        encode_bitmap(&mut e, b);
+    }
+    e.0
+}
+
+fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
+    let mut d = Dec(b);
+    if d.u8()? == 0 {
+        d.done()?;
+        return Ok(None);
+    }
+    let has = Arc::new(decode_bitmap(&mut d)?);
+    let n = d.count(16)?;
+    let field_stats = (0..n)
+        .map(|_| Ok((d.u64()?, d.u64()?)))
+        .collect::<Result<_, Corrupt>>()?;
+    let n = d.count(16)?;
+    let mut entries: Vec<(Box<[u8]>, Arc<RoaringBitmap>)> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k: Box<[u8]> = d.bytes()?.into();
+        if entries.last().is_some_and(|(prev, _)| *prev >= k) {
+            return Err(Corrupt("postings keys out of order"));
+        }
+        entries.push((k, Arc::new(decode_bitmap(&mut d)?)));
+    }
+    d.done()?;
+    Ok(Some(Arc::new(DimPostings {
+        map: entries.into_iter().collect(),
+        has,
+        field_stats,
+    })))
+}
+
+/// Writes `snap` (and the writer's counters) after `header`.
+pub fn save(
+    snap: &Snapshot,
+    writer: &IndexWriter,
+    header: &[u8],
+    mut w: impl Write,
+) -> io::Result<()> {
+    w.write_all(MAGIC)?;
+    w.write_all(&FORMAT.to_le_bytes())?;
+    write_block(&mut w, header)?;
+    let mut counts = Enc::default();
+    counts.u64(snap.generation);
+    counts.u64(writer.errors);
+    counts.u32(writer.next);
+    counts.u32(snap.chunks.len() as u32);
+    counts.u32(snap.dims.dims.len() as u32);
+    // in order: the next new item takes the last
+    counts.u32(writer.free.len() as u32);
+    writer.free.iter().for_each(|&n| counts.u32(n));
+    write_block(&mut w, &counts.0)?;
+    let mut live = Enc::default();
+    encode_bitmap(&mut live, &snap.live_docs);
+    write_block(&mut w, &live.0)?;
+    for p in snap.postings.iter() {
+        write_block(&mut w, &encode_postings(p.as_deref()))?;
+    }
+    for t in snap.terms.iter() {
+        let mut e = Enc::default();
+        match t {
+            None => e.u8(0),
+            Some(t) => {
+                e.u8(1);
+                t.encode(snap.generation, &mut e);
+            }
+        }
+        write_block(&mut w, &e.0)?;
+    }
+    for batch in snap.chunks.chunks(CHUNK_BATCH) {
+        let blocks: Vec<Vec<u8>> = batch.par_iter().map(|c| encode_chunk(c)).collect();
+        for b in &blocks {
+            write_block(&mut w, b)?;
+        }
+    }
+    write_block(&mut w, b"end")?;
+    w.flush()
+}
+
+/// Whether the file `r` is a saved index of this format with `header` (reads only the
+/// start of it).
+pub fn has_header(r: impl Read, header: &[u8], len: u64) -> bool {
+    let mut r = BlockReader { r, left: len };
+    let mut head = [0u8; 12];
+    if r.r.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
+        return false;
+    }
+    r.left = r.left.saturating_sub(12);
+    u32::from_le_bytes([head[8], head[9], head[10], head[11]]) == FORMAT
+        && r.block().is_ok_and(|h| h == header)
+}
+
+/// Reads a file `save` wrote, if its header is `header` and its dimensions count is
+/// `dims`'s: the snapshot and the writer state that goes with it. `len` is the file's
+/// length (no block may claim more).
+pub fn load<R: Read + Send>(
+    dims: Arc<Dimensions>,
+    header: &[u8],
+    r: R,
+    len: u64,
+) -> Result<(Snapshot, IndexWriter), LoadError> {
+    let mut r = BlockReader { r, left: len };
+    let mut head = [0u8; 12];
+    r.r.read_exact(&mut head)?;
+    r.left = r.left.saturating_sub(12);
+    if &head[..8] != MAGIC {
+        return Err(Corrupt("not a saved index").into());
+    }
+    if u32::from_le_bytes([head[8], head[9], head[10], head[11]]) != FORMAT {
+        return Err(LoadError::Stale);
+    }
+    if r.block()? != header {
+        return Err(LoadError::Stale);
+    }
+    let counts = r.block()?;
+    let mut d = Dec(&counts);
+    let generation = d.u64()?;
+    let errors = d.u64()?;
+    let next = d.u32()?;
+    let nchunks = d.u32()? as usize;
+    let ndims = d.u32()? as usize;
+    let nfree = d.count(4)?;
+    let free = (0..nfree)
+        .map(|_| d.u32())
+        .collect::<Result<Vec<u32>, _>>()?;
+    d.done()?;
+    if ndims != dims.dims.len() {
+        return Err(LoadError::Stale);
+    }
+    if next as usize > nchunks * CHUNK {
+        return Err(Corrupt("document count").into());
+    }
+    let live_block = r.block()?;
+    let mut d = Dec(&live_block);
+    let live_docs = decode_bitmap(&mut d)?;
+    d.done()?;
+    let postings_blocks = (0..ndims)
+        .map(|_| r.block())
+        .collect::<Result<Vec<_>, _>>()?;
+    let term_blocks = (0..ndims)
+        .map(|_| r.block())
+        .collect::<Result<Vec<_>, _>>()?;
+    let decode_terms = |b: Vec<u8>| {
+        let mut d = Dec(&b);
+        let t = match d.u8()? {
+            0 => None,
+            _ => Some(Arc::new(TermDict::decode(&mut d, generation)?)),
+        };
+        d.done()?;
+        Ok(t)
+    };
+    // the postings and dictionaries are decoded while the documents are read: reading
+    // is one thread's work, and the documents' decoding waits on memory
+    let (structures, docs) = rayon::join(
+        || {
+            rayon::join(
+                || {
+                    postings_blocks
+                        .into_par_iter()
+                        .map(|b| decode_postings(&b))
+                        .collect::<Result<Vec<_>, _>>()
+                },
+                || {
+                    term_blocks
+                        .into_par_iter()
+                        .map(decode_terms)
+                        .collect::<Result<Vec<_>, Corrupt>>()
+                },
+            )
+        },
+        || load_docs(&mut r, nchunks, ndims, next, &live_docs, &free),
+    );
+    let (postings, terms) = structures;
+    let (postings, terms) = (postings?, terms?);
+    let (chunks, by_id) = docs?;
+    if r.block()? != b"end" {
+        return Err(Corrupt("no end block").into());
+    }
+    let live = by_id.len();
+    let snap = Snapshot {
+        dims,
+        chunks,
+        live,
+        generation,
+        terms: Arc::new(terms),
+        postings: Arc::new(postings),
+        live_docs: Arc::new(live_docs),
+    };
+    let writer = IndexWriter {
+        by_id,
+        free,
+        next,
+        errors,
+    };
+    Ok((snap, writer))
+}
+
+type IdMap = FastMap<Arc<str>, u32>;
+
+/// The chunks, read in batches — a batch decoded (in parallel) while the next is read
+/// into the other set of buffers and the previous one's ids are mapped — and the
+/// writer's id map. Checks that the documents, the live set and the free numbers (the
+/// empty slots below `next`) agree.
+fn load_docs<R: Read + Send>(
+    r: &mut BlockReader<R>,
+    nchunks: usize,
+    ndims: usize,
+    next: u32,
+    live_docs: &RoaringBitmap,
+    free: &[u32],
+) -> Result<(Vec<Arc<Chunk>>, IdMap), LoadError> {
+    let mut chunks: Vec<Arc<Chunk>> = Vec::with_capacity(nchunks);
+    let mut by_id = IdMap::with_capacity(live_docs.len() as usize);
+    let mut empty = Vec::new();
+    let mut map_ids = |by_id: &mut IdMap, first: usize, batch: &[Arc<Chunk>]| {
+        for (c, chunk) in batch.iter().enumerate() {
+            for (i, doc) in chunk.docs.iter().enumerate() {
+                let n = ((first + c) * CHUNK + i) as u32;
+                match doc {
+                    Some(doc) => {
+                        if n >= next || by_id.insert(doc.id.clone(), n).is_some() {
+                            return Err(Corrupt("document numbers"));
+                        }
+                        if !live_docs.contains(n) {
+                            return Err(Corrupt("live documents"));
+                        }
+                    }
+                    None if n < next => empty.push(n),
+                    None => {}
+                }
+            }
+        }
+        Ok(())
+    };
+    let mut read = 0;
+    let mut read_batch = |r: &mut BlockReader<R>, bufs: &mut Vec<Vec<u8>>| {
+        let n = CHUNK_BATCH.min(nchunks - read);
+        read += n;
+        bufs.resize_with(n, Vec::new);
+        bufs.iter_mut().try_for_each(|b| r.block_into(b))
+    };
+    let (mut blocks, mut spare) = (Vec::new(), Vec::new());
+    read_batch(r, &mut blocks)?;
+    let mut mapped = 0;
+    while !blocks.is_empty() {
+        let (decoded, side) = rayon::join(
+            || {
+                blocks
+                    .par_iter()
+                    .map(|b| decode_chunk(b, ndims))
+                    .collect::<Result<Vec<Chunk>, _>>()
+            },
+            || -> Result<(), LoadError> {
+                map_ids(&mut by_id, mapped, &chunks[mapped..])?;
+                read_batch(r, &mut spare)
+            },
+        );
+        side?;
+        mapped = chunks.len();
+        chunks.extend(decoded?.into_iter().map(Arc::new));
+        std::mem::swap(&mut blocks, &mut spare);
+    }
+    map_ids(&mut by_id, mapped, &chunks[mapped..])?;
+    if live_docs.len() != by_id.len() as u64 {
+        return Err(Corrupt("live documents").into());
+    }
+    let mut sorted = free.to_vec();
+    sorted.sort_unstable();
+    if sorted != empty {
+        return Err(Corrupt("free document numbers").into());
+    }
+    Ok((chunks, by_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::put_strings;
+    use discern_model::{Record, Value};
+    use proptest::prelude::*;
+
+    const DIMS: &[u8] = br#"<dimensions>
+        <dimension id="k" type="keyword"/>
+        <dimension id="t" type="tree"><element id="A"><element id="A1"/></element><element id="B"/></dimension>
+        <dimension id="g" type="geoloc" latitude="lat" longitude="lon"/>
+        <dimension id="n" type="integer"/>
+        <dimension id="d" type="double"/>
+        <dimension id="x" type="text"><field id="x"/><field id="y"/></dimension>
+    </dimensions>"#;
+
+    const WORDS: [&str; 6] = ["red", "green", "blue", "car", "cart", "ünï"];
+
+    /// (keywords, tree ids, point, integers, double, words of x, words of y)
+    type Spec = (
+        Vec<usize>,
+        Vec<usize>,
+        Option<(f64, f64)>,
+        Vec<i64>,
+        Option<f64>,
+        Vec<usize>,
+        Vec<usize>,
+    );
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        (
+            prop::collection::vec(0usize..4, 0..3),
+            prop::collection::vec(0usize..3, 0..2),
+            prop::option::of((-90.0f64..90.0, -180.0f64..180.0)),
+            prop::collection::vec(-5i64..5, 0..3),
+            prop::option::of(-1e9f64..1e9),
+            prop::collection::vec(0usize..6, 0..5),
+            prop::collection::vec(0usize..6, 0..3),
+        )
+    }
+
+    fn record(s: &Spec) -> Record {
+        let (kw, el, pt, ns, d, x, y) = s;
+        let mut r = Record::default();
+        put_strings(&mut r, "k", kw.iter().map(|k| format!("k{k}")).collect());
+        put_strings(
+            &mut r,
+            "t",
+            el.iter().map(|e| ["A", "A1", "B"][*e].into()).collect(),
+        );
+        put_strings(&mut r, "n", ns.iter().map(|n| n.to_string()).collect());
+        if let Some((la, lo)) = pt {
+            r.0.push(("lat".into(), Value::Str(la.to_string())));
+            r.0.push(("lon".into(), Value::Str(lo.to_string())));
+        }
+        if let Some(d) = d {
+            r.0.push(("d".into(), Value::Str(d.to_string())));
+        }
+        let words = |w: &[usize]| w.iter().map(|i| WORDS[*i]).collect::<Vec<_>>().join(" ");
+        if !x.is_empty() {
+            r.0.push(("x".into(), Value::Str(words(x))));
+        }
+        if !y.is_empty() {
+            r.0.push(("y".into(), Value::Str(words(y))));
+        }
+        r
+    }
+
+    /// Every document and every structure of two snapshots, compared.
+    fn assert_same(a: &Snapshot, b: &Snapshot) {
+        assert_eq!(a.generation, b.generation);
+        assert_eq!(a.live, b.live);
+        assert_eq!(a.chunks.len(), b.chunks.len());
+        for n in 0..(a.chunks.len() * CHUNK) as u32 {
+            let (x, y) = (a.doc(n), b.doc(n));
+            assert_eq!(
+                x.map(|d| (&d.id, d.id_key, &d.values)),
+                y.map(|d| (&d.id, d.id_key, &d.values))
+            );
+        }
+        assert_eq!(*a.live_docs, *b.live_docs);
+        for di in 0..a.dims.dims.len() {
+            let (p, q) = (a.postings(di).unwrap(), b.postings(di).unwrap());
+            assert_eq!(*p.has, *q.has);
+            assert_eq!(p.field_stats, q.field_stats);
+            let pk: Vec<_> = p
+                .map
+                .iter()
+                .map(|(k, v)| (k.clone(), (**v).clone()))
+                .collect();
+            let qk: Vec<_> = q
+                .map
+                .iter()
+                .map(|(k, v)| (k.clone(), (**v).clone()))
+                .collect();
+            assert_eq!(pk, qk);
+            assert_eq!(
+                a.term_dict(di).map(TermDict::entries),
+                b.term_dict(di).map(TermDict::entries)
+            );
+        }
+    }
+
+    fn saved(snap: &Snapshot, w: &IndexWriter, header: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        save(snap, w, header, &mut out).unwrap();
+        out
+    }
+
+    fn reload(file: &[u8], header: &[u8]) -> Result<(Snapshot, IndexWriter), LoadError> {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        load(dims, header, file, file.len() as u64)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// A saved and loaded index is the index: the same documents under the same
+        /// numbers, postings, dictionaries and counters, and later applies to either
+        /// give the same next snapshot.
+        #[test]
+        fn save_then_load_is_the_same_index(
+            specs in prop::collection::vec(spec(), 1..40),
+            pad in 0usize..1500,
+            deleted in prop::collection::vec(any::<prop::sample::Index>(), 0..10),
+            later in prop::collection::vec(spec(), 0..5),
+        ) {
+            let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+            let mut w = IndexWriter::new();
+            let mut b = w.begin(&Snapshot::empty(dims));
+            let total = pad + specs.len();
+            for i in 0..total {
+                b.upsert(&format!("i{i}"), &record(&specs[i % specs.len()]));
+            }
+            let snap = b.commit();
+            let mut b = w.begin(&snap);
+            for d in &deleted {
+                b.delete(&format!("i{}", d.index(total)));
+            }
+            let snap = b.commit();
+
+            let file = saved(&snap, &w, b"state 7");
+            let (loaded, mut lw) = reload(&file, b"state 7").unwrap();
+            assert_same(&snap, &loaded);
+            prop_assert_eq!(lw.errors, w.errors);
+            prop_assert_eq!(lw.by_id.len(), w.by_id.len());
+
+            // the same apply on both: new items take the same free numbers
+            let apply = |w: &mut IndexWriter, s: &Snapshot| {
+                let mut b = w.begin(s);
+                for (i, sp) in later.iter().enumerate() {
+                    b.upsert(&format!("new{i}"), &record(sp));
+                    b.upsert(&format!("i{}", i * 3 % total), &record(sp));
+                }
+                b.delete("i1");
+                b.commit()
+            };
+            let (s1, s2) = (apply(&mut w, &snap), apply(&mut lw, &loaded));
+            prop_assert_eq!(&w.free, &lw.free);
+            assert_same(&s1, &s2);
+        }
+    }
+
+    fn small() -> (Snapshot, IndexWriter) {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        let s: Spec = (
+            vec![1],
+            vec![1],
+            Some((40.0, -75.0)),
+            vec![3],
+            Some(2.5),
+            vec![0, 5],
+            vec![3],
+        );
+        b.upsert("a", &record(&s));
+        b.upsert("b", &Record::default());
+        let snap = b.commit();
+        (snap, w)
+    }
+
+    #[test]
+    fn another_state_or_format_is_stale() {
+        let (snap, w) = small();
+        let file = saved(&snap, &w, b"state 1");
+        assert!(matches!(reload(&file, b"state 2"), Err(LoadError::Stale)));
+        let mut other = file.clone();
+        other[8] ^= 0xff; // FORMAT
+        assert!(matches!(reload(&other, b"state 1"), Err(LoadError::Stale)));
+        assert!(reload(&file, b"state 1").is_ok());
+        let len = file.len() as u64;
+        assert!(has_header(&file[..], b"state 1", len));
+        assert!(!has_header(&file[..], b"state 2", len));
+        assert!(!has_header(&other[..], b"state 1", len));
+        assert!(!has_header(&file[..20], b"state 1", 20));
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error_never_an_index() {
+        let (snap, w) = small();
+        let file = saved(&snap, &w, b"h");
+        for cut in 0..file.len() {
+            assert!(reload(&file[..cut], b"h").is_err(), "truncated at {cut}");
+        }
+        for at in 0..file.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = file.clone();
+                bad[at] ^= bit;
+                assert!(reload(&bad, b"h").is_err(), "byte {at} flipped by {bit:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn checksummed_but_inconsistent_blocks_are_rejected() {
+        // blocks rewritten with valid checksums around wrong contents
+        let (snap, w) = small();
+        let file = saved(&snap, &w, b"h");
+        let mut blocks = Vec::new();
+        let mut at = 12;
+        while at < file.len() {
+            let len = u64::from_le_bytes(file[at..at + 8].try_into().unwrap()) as usize;
+            blocks.push(file[at + 12..at + 12 + len].to_vec());
+            at += 12 + len;
+        }
+        let rebuild = |blocks: &[Vec<u8>]| {
+            let mut out = file[..12].to_vec();
+            for b in blocks {
+                write_block(&mut out, b).unwrap();
+            }
+            out
+        };
+        assert!(reload(&rebuild(&blocks), b"h").is_ok());
+        // the block before the end one is the one chunk: a change in it gives an error
+        // or a valid index, never a panic
+        let chunk = blocks.len() - 2;
+        for i in 0..blocks[chunk].len() {
+            let mut b = blocks.clone();
+            b[chunk][i] ^= 0x80;
+            let _ = reload(&rebuild(&b), b"h");
+        }
+        let mut b = blocks.clone();
+        b[1][16] = 0; // `next` says no documents
+        assert!(reload(&rebuild(&b), b"h").is_err());
+    }
+}
