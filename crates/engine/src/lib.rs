@@ -379,6 +379,10 @@ impl Engine {
         run: impl FnOnce(&Store, &mut dyn FnMut(ItemChange) -> Result<()>) -> Result<ApplyOutcome>,
     ) -> Result<ApplyOutcome> {
         let base = self.snapshot.load_full();
+        // where an apply's time goes (logged at debug level)
+        let started = std::time::Instant::now();
+        let parsed = std::cell::Cell::new(0u64);
+        let indexed = std::cell::Cell::new(0u64);
         let ahead = StoreAhead {
             seq: &self.commit_seq,
             marked: Default::default(),
@@ -399,6 +403,7 @@ impl Engine {
                 let stopped = || Error::Internal("the index thread stopped".into());
                 let result = run(&self.store, &mut |ch| {
                     if let ItemChange::Flush = ch {
+                        parsed.set(started.elapsed().as_micros() as u64);
                         // The store commits only once the index has taken every change:
                         // if the index thread died, the apply is aborted, not half done.
                         let rest = std::mem::take(&mut batch);
@@ -408,6 +413,7 @@ impl Engine {
                         let (ack, done) = std::sync::mpsc::sync_channel(1);
                         tx.send(ToIndex::Flushed(ack)).map_err(|_| stopped())?;
                         done.recv().map_err(|_| stopped())?;
+                        indexed.set(started.elapsed().as_micros() as u64);
                         ahead.mark();
                         return Ok(());
                     }
@@ -432,7 +438,15 @@ impl Engine {
             })?;
             outcome = run_result?;
             if matches!(outcome, ApplyOutcome::Applied { .. }) {
+                let stored = started.elapsed().as_micros() as u64;
                 let snap = Arc::new(b.commit());
+                tracing::debug!(
+                    parsed_us = parsed.get(),
+                    indexed_us = indexed.get(),
+                    stored_us = stored,
+                    committed_us = started.elapsed().as_micros() as u64,
+                    "apply"
+                );
                 let merge = snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
                 let old = self.snapshot.swap(snap);
                 drop(ahead);
@@ -446,11 +460,15 @@ impl Engine {
                     _ => false,
                 };
                 // The documents this apply replaced are freed with the old snapshot (when
-                // no query holds it any more): not on the way to the 201.
+                // no query holds it any more): not on the way to the 201. Then the spare
+                // postings take this apply's changes, so that the next apply finds them
+                // current.
+                let spare = guard.index.spare();
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
                     .spawn(move || {
                         drop(old);
+                        spare.catch_up();
                         if big {
                             process::release_free_memory();
                         }

@@ -34,6 +34,7 @@ use columns::ChunkCols;
 pub(crate) type FastMap<K, V> = hashbrown::HashMap<K, V>;
 use discern_dimensions::{extract, Dimensions, IndexedValue};
 use discern_model::Record;
+pub use postings::SpareSlot;
 use postings::{Postings, PostingsDelta};
 use roaring::RoaringBitmap;
 use terms::{TermDict, TermDicts};
@@ -299,6 +300,8 @@ pub struct IndexWriter {
     next: u32,
     /// Values that could not be indexed since start (`item.errors`).
     pub errors: u64,
+    /// The previous snapshot's postings, for the next commit to update in place.
+    spare: SpareSlot,
 }
 
 enum Undo {
@@ -341,12 +344,18 @@ pub struct Builder<'w> {
 }
 
 impl IndexWriter {
+    /// The spare postings the next commit updates in place (`SpareSlot::catch_up`).
+    pub fn spare(&self) -> SpareSlot {
+        self.spare.clone()
+    }
+
     pub fn new() -> IndexWriter {
         IndexWriter {
             by_id: FastMap::default(),
             free: Vec::new(),
             next: 0,
             errors: 0,
+            spare: SpareSlot::default(),
         }
     }
 
@@ -524,7 +533,18 @@ impl Builder<'_> {
             terms = Arc::new(next);
         }
         let delta = std::mem::replace(&mut self.postings_delta, PostingsDelta::new(&self.dims));
-        let (postings, live_docs) = delta.apply(&self.postings, &self.live_docs);
+        let (postings, live_docs) = if self.track_postings {
+            postings::commit(
+                &self.writer.spare,
+                &self.postings,
+                &self.live_docs,
+                delta.resolve(),
+            )
+        } else {
+            // stale until `with_built_postings`, which makes new ones
+            self.writer.spare.clear();
+            (self.postings.clone(), self.live_docs.clone())
+        };
         Snapshot {
             dims: self.dims.clone(),
             chunks: std::mem::take(&mut self.chunks),
@@ -621,5 +641,102 @@ mod tests {
         assert_eq!(s1.docs().count(), 2);
         let ids: Vec<_> = s2.docs().map(|d| d.id.to_string()).collect();
         assert_eq!(ids, ["a", "b"]);
+    }
+
+    fn postings_of(
+        s: &Snapshot,
+    ) -> Vec<
+        Option<(
+            Vec<(Vec<u8>, RoaringBitmap)>,
+            RoaringBitmap,
+            Vec<(u64, u64)>,
+        )>,
+    > {
+        s.postings
+            .iter()
+            .map(|p| {
+                p.as_ref().map(|p| {
+                    let keys = p
+                        .map
+                        .iter()
+                        .map(|(k, b)| (k.to_vec(), (**b).clone()))
+                        .collect();
+                    (keys, (*p.has).clone(), p.field_stats.clone())
+                })
+            })
+            .collect()
+    }
+
+    /// One apply: (item, new state: None deletes) pairs, whether a reset comes first,
+    /// whether a reader keeps the resulting snapshot, and whether the spare catches up
+    /// before the next apply (as the engine does in the background).
+    type Step = (Vec<(u8, Option<(Vec<u8>, u8)>)>, bool, bool, bool);
+
+    proptest::proptest! {
+        /// Postings kept current through the writer's spare copy equal postings counted
+        /// from the documents, after every apply; and no snapshot a reader holds ever
+        /// changes (the spare is updated in place only where nothing else holds it).
+        #[test]
+        fn spare_postings_equal_a_recount_and_readers_see_no_change(
+            steps in proptest::collection::vec(
+                (proptest::collection::vec(
+                    (0u8..24, proptest::option::weighted(0.8, (proptest::collection::vec(0u8..6, 0..5), 0u8..4))),
+                    0..12),
+                 proptest::bool::weighted(0.05),
+                 proptest::bool::ANY,
+                 proptest::bool::ANY),
+                1..14)
+        ) {
+            let steps: Vec<Step> = steps;
+            let dims = Arc::new(
+                Dimensions::parse(
+                    b"<dimensions><dimension id='k' type='keyword'/>\
+                      <dimension id='t' type='text'/><dimension id='n' type='integer'/></dimensions>",
+                )
+                .unwrap(),
+            );
+            let words = ["red", "green", "blue", "red red", "teal green", "blue blue blue"];
+            let mut w = IndexWriter::new();
+            let mut snap = Snapshot::empty(dims.clone());
+            let mut held: Vec<(Snapshot, Vec<_>)> = Vec::new();
+            for (changes, reset, keep, catch_up) in steps {
+                let mut b = w.begin(&snap);
+                if reset {
+                    b.clear();
+                }
+                for (item, state) in changes {
+                    let id = format!("i{item}");
+                    match state {
+                        None => b.delete(&id),
+                        Some((ws, n)) => {
+                            let mut props = Vec::new();
+                            if let Some(&first) = ws.first() {
+                                props.push(("k".to_string(), Value::Str(words[first as usize].into())));
+                            }
+                            let text: Vec<&str> = ws.iter().map(|&x| words[x as usize]).collect();
+                            props.push(("t".to_string(), Value::Str(text.join(" "))));
+                            if n > 0 {
+                                props.push(("n".to_string(), Value::Int(n as i64 * 10)));
+                            }
+                            b.upsert(&id, &Record(props));
+                        }
+                    }
+                }
+                snap = b.commit();
+                let want = postings_of(&snap.clone().with_built_postings());
+                proptest::prop_assert_eq!(&postings_of(&snap), &want);
+                let live: RoaringBitmap = snap.clone().with_built_postings().live_docs.as_ref().clone();
+                proptest::prop_assert_eq!(&*snap.live_docs, &live);
+                if keep {
+                    held.push((snap.clone(), want));
+                }
+                if catch_up {
+                    w.spare().catch_up();
+                }
+            }
+            for (s, seen) in &held {
+                proptest::prop_assert_eq!(&postings_of(s), seen);
+            }
+        }
     }
 }

@@ -531,6 +531,7 @@ pub fn load<R: Read + Send>(
         free,
         next,
         errors,
+        spare: Default::default(),
     };
     Ok((snap, writer))
 }

@@ -13,7 +13,7 @@
 //! narrows to the buckets it overlaps.
 
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use imbl::OrdMap;
@@ -66,7 +66,8 @@ impl DimPostings {
 }
 
 /// Per dimension (`None` only while a snapshot's postings are not built).
-pub type Postings = Arc<Vec<Option<Arc<DimPostings>>>>;
+pub type DimsPostings = Vec<Option<Arc<DimPostings>>>;
+pub type Postings = Arc<DimsPostings>;
 
 pub(crate) fn empty(dims: &Dimensions) -> Postings {
     Arc::new(
@@ -392,11 +393,6 @@ impl Delta {
         }
         (bitmap_of_sorted(&add), bitmap_of_sorted(&remove))
     }
-    fn apply(self, to: &mut RoaringBitmap) {
-        let (add, remove) = self.resolve();
-        *to |= add;
-        *to -= remove;
-    }
 }
 
 #[derive(Default)]
@@ -517,29 +513,116 @@ impl PostingsDelta {
         }
     }
 
-    /// `base` with these changes folded in (dimensions in parallel).
-    pub(crate) fn apply(
-        self,
-        base: &Postings,
-        live: &Arc<RoaringBitmap>,
-    ) -> (Postings, Arc<RoaringBitmap>) {
-        let mut live = live.clone();
-        if !self.live.is_empty() {
-            self.live.apply(Arc::make_mut(&mut live));
-        }
-        let next: Vec<Option<Arc<DimPostings>>> = self
+    /// The changes as each set's final additions and removals (dimensions in
+    /// parallel): a form that can be applied to more than one copy of the postings.
+    pub(crate) fn resolve(self) -> Resolved {
+        let dims = self
             .dims
             .into_par_iter()
-            .zip(base.par_iter())
-            .map(|(delta, cur)| {
-                let (Some(delta), Some(cur)) = (delta, cur) else {
-                    return cur.clone();
-                };
-                if delta.keys.is_empty() && delta.has.is_empty() {
-                    return Some(cur.clone());
+            .map(|d| {
+                let d = d?;
+                if d.keys.is_empty() && d.has.is_empty() {
+                    return None;
                 }
-                let mut p: DimPostings = (**cur).clone();
-                delta.has.apply(Arc::make_mut(&mut p.has));
+                let mut keys: Vec<(Key, RoaringBitmap, RoaringBitmap)> = d
+                    .keys
+                    .into_iter()
+                    .map(|(k, delta)| {
+                        let (add, remove) = delta.resolve();
+                        (k, add, remove)
+                    })
+                    .collect();
+                // one order for every copy it is applied to
+                keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                Some(ResolvedDim {
+                    keys,
+                    has: d.has.resolve(),
+                    field_stats: d.field_stats,
+                })
+            })
+            .collect();
+        Resolved {
+            dims,
+            live: self.live.resolve(),
+        }
+    }
+}
+
+/// An apply's postings changes, resolved (`PostingsDelta::resolve`).
+pub(crate) struct Resolved {
+    dims: Vec<Option<ResolvedDim>>,
+    live: (RoaringBitmap, RoaringBitmap),
+}
+
+struct ResolvedDim {
+    /// Per key, in key order: the documents added and those removed (disjoint).
+    keys: Vec<(Key, RoaringBitmap, RoaringBitmap)>,
+    has: (RoaringBitmap, RoaringBitmap),
+    field_stats: Vec<(i64, i64)>,
+}
+
+fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringBitmap) {
+    if add.is_empty() && remove.is_empty() {
+        return;
+    }
+    let b = Arc::make_mut(to);
+    if add.len() + remove.len() <= ELEMENTWISE_MAX {
+        // `|=` and `-=` rebuild each array container they touch; a few documents are
+        // moved into place instead
+        add.iter().for_each(|d| {
+            b.insert(d);
+        });
+        remove.iter().for_each(|d| {
+            b.remove(d);
+        });
+    } else {
+        *b |= add;
+        *b -= remove;
+    }
+}
+
+/// Set changes applied one document at a time (see `apply_set`).
+const ELEMENTWISE_MAX: u64 = 32;
+
+impl Resolved {
+    /// Set additions and removals: what keeping a spare copy costs (`Spare`).
+    pub(crate) fn changes(&self) -> u64 {
+        let set = |(a, r): &(RoaringBitmap, RoaringBitmap)| a.len() + r.len();
+        let dims: u64 = self
+            .dims
+            .iter()
+            .flatten()
+            .map(|d| {
+                set(&d.has)
+                    + d.keys
+                        .iter()
+                        .map(|(_, a, r)| a.len() + r.len())
+                        .sum::<u64>()
+            })
+            .sum();
+        dims + set(&self.live)
+    }
+
+    /// Folds the changes into `postings` and `live` (dimensions in parallel).
+    ///
+    /// Every level is copied on write (`Arc::make_mut`): a set, a dimension's map or
+    /// the list that another holder (a snapshot a query may be reading) shares is
+    /// copied before it changes, and one held only here changes in place. So the
+    /// result is the same either way, and only its cost depends on who else holds it.
+    pub(crate) fn apply_to(&self, postings: &mut Postings, live: &mut Arc<RoaringBitmap>) {
+        apply_set(live, &self.live.0, &self.live.1);
+        if self.dims.iter().all(Option::is_none) {
+            return;
+        }
+        Arc::make_mut(postings)
+            .par_iter_mut()
+            .zip(self.dims.par_iter())
+            .for_each(|(cur, delta)| {
+                let (Some(delta), Some(cur)) = (delta, cur) else {
+                    return;
+                };
+                let p = Arc::make_mut(cur);
+                apply_set(&mut p.has, &delta.has.0, &delta.has.1);
                 if p.field_stats.len() < delta.field_stats.len() {
                     p.field_stats.resize(delta.field_stats.len(), (0, 0));
                 }
@@ -547,28 +630,114 @@ impl PostingsDelta {
                     s.0 = (s.0 as i64 + d.0).max(0) as u64;
                     s.1 = (s.1 as i64 + d.1).max(0) as u64;
                 }
-                for (k, d) in delta.keys {
-                    match p.map.get_mut(&k) {
-                        Some(b) => {
-                            let b = Arc::make_mut(b);
-                            d.apply(b);
-                            if b.is_empty() {
-                                p.map.remove(&k);
-                            }
-                        }
+                // the sets are taken out of the map and changed on every core: one
+                // dimension (a text's common words) can hold most of an apply's changes
+                let mut taken: Vec<(usize, Arc<RoaringBitmap>)> = Vec::new();
+                for (i, (k, add, _)) in delta.keys.iter().enumerate() {
+                    match p.map.get_mut(k) {
+                        Some(b) => taken.push((i, std::mem::take(b))),
                         None => {
-                            let (add, _) = d.resolve();
                             if !add.is_empty() {
-                                p.map.insert(k, Arc::new(add));
+                                p.map.insert(k.clone(), Arc::new(add.clone()));
                             }
                         }
                     }
                 }
-                Some(Arc::new(p))
-            })
-            .collect();
-        (Arc::new(next), live)
+                taken.par_iter_mut().for_each(|(i, b)| {
+                    let (_, add, remove) = &delta.keys[*i];
+                    apply_set(b, add, remove);
+                });
+                for (i, b) in taken {
+                    let k = &delta.keys[i].0;
+                    if b.is_empty() {
+                        p.map.remove(k);
+                    } else if let Some(slot) = p.map.get_mut(k) {
+                        *slot = b;
+                    }
+                }
+            });
     }
+}
+
+/// A spare is kept only after an apply of at most this many set changes: its resolved
+/// changes are held until the next apply (a bulk load's would be a second index).
+const SPARE_MAX_CHANGES: u64 = 1 << 22;
+
+/// The postings one snapshot behind, kept by the writer with the changes that made the
+/// current snapshot's. The next apply brings this copy up to date and then applies its
+/// own changes to it in place, instead of copying every set it touches out of the
+/// current snapshot, which queries may be reading: the sets that change in every apply
+/// (a common word, a popular value) are large, and copying them was most of an apply's
+/// cost at a million items. A set still shared — with the current snapshot, or with a
+/// snapshot a query holds — is copied on write as before (`Resolved::apply_to`).
+pub(crate) struct Spare {
+    postings: Postings,
+    live: Arc<RoaringBitmap>,
+    /// What turns `postings` into `current`; `None` once applied (`SpareSlot::catch_up`).
+    delta: Option<Resolved>,
+    /// The postings and live set `delta` produces (compared by identity only).
+    current: (Weak<DimsPostings>, Weak<RoaringBitmap>),
+}
+
+/// The writer's spare postings, shared with whoever brings them up to date between
+/// applies (the engine does so once the snapshot they replace is released).
+#[derive(Clone, Default)]
+pub struct SpareSlot(Arc<Mutex<Option<Spare>>>);
+
+impl SpareSlot {
+    /// Applies the pending changes to the spare postings now, off the next apply's
+    /// path. Best done once the snapshot before the current one is dropped: a set it
+    /// still shares is copied instead of changed in place.
+    pub fn catch_up(&self) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // taken out while it changes: were this to panic, the slot is left empty and
+        // the next apply copies from its base, never from a half-updated spare
+        if let Some(mut s) = slot.take() {
+            if let Some(delta) = s.delta.take() {
+                delta.apply_to(&mut s.postings, &mut s.live);
+            }
+            *slot = Some(s);
+        }
+    }
+
+    pub(crate) fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// `from` (the base snapshot's postings and live set) with `delta` applied, through
+/// the spare when it is one snapshot behind `from`; leaves in the slot what the next
+/// apply needs.
+pub(crate) fn commit(
+    slot: &SpareSlot,
+    from: &Postings,
+    from_live: &Arc<RoaringBitmap>,
+    delta: Resolved,
+) -> (Postings, Arc<RoaringBitmap>) {
+    let mut spare = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut postings, mut live) = match spare.take() {
+        Some(s)
+            if std::ptr::eq(Weak::as_ptr(&s.current.0), Arc::as_ptr(from))
+                && std::ptr::eq(Weak::as_ptr(&s.current.1), Arc::as_ptr(from_live)) =>
+        {
+            let (mut p, mut l) = (s.postings, s.live);
+            if let Some(d) = s.delta {
+                d.apply_to(&mut p, &mut l);
+            }
+            (p, l)
+        }
+        _ => (from.clone(), from_live.clone()),
+    };
+    delta.apply_to(&mut postings, &mut live);
+    if delta.changes() <= SPARE_MAX_CHANGES {
+        *spare = Some(Spare {
+            postings: from.clone(),
+            live: from_live.clone(),
+            delta: Some(delta),
+            current: (Arc::downgrade(&postings), Arc::downgrade(&live)),
+        });
+    }
+    (postings, live)
 }
 
 #[cfg(test)]
@@ -617,7 +786,7 @@ mod tests {
                         None => { docs.remove(&doc); }
                     }
                 }
-                (post, live) = delta.apply(&post, &live);
+                delta.resolve().apply_to(&mut post, &mut live);
             }
             let p = post[0].as_ref().unwrap();
             for w in words {
