@@ -1,6 +1,7 @@
 //! `/ws/export` over real HTTP with more results than one formatting block: every
 //! result exactly once, each with its source as the item store holds it — for results
-//! in id order (read with store cursors) and in any other order (read by id).
+//! that are much of the collection (put in id order, read with store cursors), whether
+//! they arrived in id order or not, and for a few (read by id).
 
 mod common;
 
@@ -73,7 +74,7 @@ fn export_many_blocks_every_item_once_with_its_source() {
     assert!(all.keys().copied().eq(0..10_000));
     assert!(all.values().all(|&exact| exact));
 
-    // then shuffled: results are no longer in id order, read by id
+    // then shuffled: documents are no longer in id order; the results are sorted
     post_ok(
         e.port,
         "/ws/changeset",
@@ -92,4 +93,9 @@ fn export_many_blocks_every_item_once_with_its_source() {
     let query = br#"{"criteria":[{"dimension":"n","value":"[5000,14999]"}],"sources":true,"exactMatchesOnly":true}"#;
     let exact = exported(e.port, "POST", query);
     assert!(exact.keys().copied().eq(5_000..15_000));
+
+    // a few results, some of the shuffled ones among them: read by id
+    let query = br#"{"criteria":[{"dimension":"n","value":"[9900,10099]"}],"sources":true,"exactMatchesOnly":true}"#;
+    let few = exported(e.port, "POST", query);
+    assert!(few.keys().copied().eq(9_900..10_100));
 }
