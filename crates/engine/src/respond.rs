@@ -65,6 +65,8 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
     let want = match (q.sort.is_empty() && q.group_by.is_none(), counts) {
         (true, false) => Want::Top(page_end),
         (true, true) => Want::TopAndMatched(page_end),
+        // sort_hits orders them, the default order breaking ties
+        (false, _) if !q.sort.is_empty() => Want::All,
         (false, _) => Want::Sorted,
     };
     let mut results = evaluate(&snap, &mut q.criteria, &filter, want);
@@ -73,7 +75,9 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
         None if counts => Matched::of_hits(&results.hits),
         None => Matched::default(),
     };
-    sort_hits(&snap, &mut results.hits, &q.sort);
+    // without groups, only the page's hits are needed in order
+    let keep = q.group_by.is_none().then_some(page_end);
+    sort_hits(&snap, &mut results.hits, &q.sort, keep);
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let mut dims = Vec::new();
     criteria_dims(&q.criteria, &mut dims);

@@ -4,12 +4,14 @@ use std::cmp::Ordering;
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use discern_model::Result;
+use rayon::prelude::*;
 use serde_json::Value as J;
 
+use crate::columns::ColValue;
 use crate::eval::{default_order, Hit};
-use crate::geo::{haversine, Unit};
+use crate::geo::{haversine, haversine_pre, GeoPoint, Unit};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
-use crate::Snapshot;
+use crate::{Snapshot, CHUNK};
 
 pub enum SortKey {
     Exact {
@@ -136,6 +138,43 @@ fn key_value(
     descending: bool,
     from: Option<(f64, f64, Unit)>,
 ) -> Option<KeyVal> {
+    match column_key(snap, hit, dim, from) {
+        Some(k) => k,
+        None => row_key(snap, hit, dim, descending, from),
+    }
+}
+
+/// `key_value` for a document with at most one value, from its chunk's column — no
+/// pointer chase to the row; `None` when the row must be read.
+fn column_key(
+    snap: &Snapshot,
+    hit: &Hit,
+    dim: usize,
+    from: Option<(f64, f64, Unit)>,
+) -> Option<Option<KeyVal>> {
+    let (c, i) = (hit.doc as usize / CHUNK, hit.doc as usize % CHUNK);
+    Some(match snap.chunk_cols(c)?.get(dim, i)? {
+        ColValue::Num(x) => x.map(KeyVal::Num),
+        ColValue::Elem(e) => e.map(|e| KeyVal::Num(e as f64)),
+        ColValue::Point(p) => {
+            let (lat, lon, unit) = from?;
+            // bit for bit the row's haversine: the column holds GeoPoint::new(lat, lon)
+            p.map(|(_, p)| haversine_pre(&GeoPoint::new(lat, lon), &p, unit))
+                .filter(|d| !d.is_nan())
+                .map(KeyVal::Num)
+        }
+        ColValue::Present(_) => return None,
+    })
+}
+
+/// `key_value` from the document's row.
+fn row_key(
+    snap: &Snapshot,
+    hit: &Hit,
+    dim: usize,
+    descending: bool,
+    from: Option<(f64, f64, Unit)>,
+) -> Option<KeyVal> {
     let v = snap.doc(hit.doc)?.values.get(dim)?.as_ref()?;
     let pick = |xs: &mut dyn Iterator<Item = f64>| -> Option<f64> {
         let it = xs.filter(|x| !x.is_nan());
@@ -163,30 +202,33 @@ fn key_value(
     }
 }
 
-/// Sorts `hits` by `keys`, then the default order.
-pub fn sort_hits(snap: &Snapshot, hits: &mut [Hit], keys: &[SortKey]) {
+/// Sorts `hits` by `keys`, then the default order. With `keep`, only the first `keep`
+/// hits of that order are wanted: they are selected (linear time), sorted, and the
+/// others dropped.
+pub fn sort_hits(snap: &Snapshot, hits: &mut Vec<Hit>, keys: &[SortKey], keep: Option<usize>) {
     if keys.is_empty() {
         return;
     }
-    // precompute dimension and random keys once per hit
-    let mut dim_vals: Vec<Vec<Option<KeyVal>>> = Vec::with_capacity(keys.len());
-    let mut order: Vec<usize> = (0..hits.len()).collect();
-    for k in keys {
-        dim_vals.push(match k {
+    // each hit's dimension and random keys, computed once
+    let dim_vals: Vec<Vec<Option<KeyVal>>> = keys
+        .iter()
+        .map(|k| match k {
             SortKey::Dimension { dim, reverse, from } => hits
-                .iter()
+                .par_iter()
                 .map(|h| key_value(snap, h, *dim, *reverse, *from))
                 .collect(),
             SortKey::Random { seed, .. } => hits
-                .iter()
+                .par_iter()
                 .map(|h| Some(KeyVal::Num(mix(*seed, &h.id) as f64)))
                 .collect(),
             _ => Vec::new(),
-        });
-    }
-    order.sort_by(|&a, &b| {
+        })
+        .collect();
+    // a total order: the default order ends every tie (ids are unique)
+    let cmp = |&a: &u32, &b: &u32| {
+        let (a, b) = (a as usize, b as usize);
+        let (ha, hb) = (&hits[a], &hits[b]);
         for (k, vals) in keys.iter().zip(&dim_vals) {
-            let (ha, hb) = (&hits[a], &hits[b]);
             let ord = match k {
                 SortKey::Exact { reverse } => flip(hb.exact.cmp(&ha.exact), *reverse),
                 SortKey::Relevance { reverse } => {
@@ -208,10 +250,21 @@ pub fn sort_hits(snap: &Snapshot, hits: &mut [Hit], keys: &[SortKey]) {
                 return ord;
             }
         }
-        default_order(&hits[a], &hits[b])
-    });
-    let sorted: Vec<Hit> = order.into_iter().map(|i| hits[i].clone()).collect();
-    hits.clone_from_slice(&sorted);
+        default_order(ha, hb)
+    };
+    let mut order: Vec<u32> = (0..hits.len() as u32).collect();
+    match keep {
+        Some(k) if k < order.len() => {
+            if let Some(last) = k.checked_sub(1) {
+                order.select_nth_unstable_by(last, cmp);
+            }
+            order.truncate(k);
+            order.sort_unstable_by(cmp);
+        }
+        _ => order.par_sort_unstable_by(cmp),
+    }
+    let sorted: Vec<Hit> = order.iter().map(|&i| hits[i as usize].clone()).collect();
+    *hits = sorted;
 }
 
 fn flip(o: Ordering, reverse: bool) -> Ordering {
@@ -219,5 +272,123 @@ fn flip(o: Ordering, reverse: bool) -> Ordering {
         o.reverse()
     } else {
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{evaluate, Filter, Want};
+    use crate::test_support::put_strings;
+    use crate::{parse_query, IndexWriter};
+    use discern_model::Record;
+    use proptest::prelude::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const DIMS: &[u8] = b"<dimensions>
+      <dimension id='k' type='keyword'/>
+      <dimension id='n' type='integer'/>
+      <dimension id='g' type='geoloc' latitude='lat' longitude='lon'/>
+    </dimensions>";
+
+    type DocSpec = (Vec<usize>, Vec<i64>, Option<(i64, i64)>);
+
+    fn snapshot(docs: &[DocSpec]) -> Snapshot {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        for (i, (kw, nums, pt)) in docs.iter().enumerate() {
+            let mut rec = Record::default();
+            put_strings(
+                &mut rec,
+                "k",
+                kw.iter().map(|k| ["a", "b", "c"][*k].into()).collect(),
+            );
+            put_strings(&mut rec, "n", nums.iter().map(|x| x.to_string()).collect());
+            if let Some((la, lo)) = pt {
+                put_strings(
+                    &mut rec,
+                    "lat",
+                    vec![format!("{}", 40.0 + *la as f64 / 10.0)],
+                );
+                put_strings(
+                    &mut rec,
+                    "lon",
+                    vec![format!("{}", -75.0 + *lo as f64 / 10.0)],
+                );
+            }
+            // ids out of doc-number order
+            b.upsert(&format!("i{:04}", (i * 37) % 1000), &rec);
+        }
+        b.commit()
+    }
+
+    fn sort_key() -> impl Strategy<Value = serde_json::Value> {
+        (0usize..6, any::<bool>()).prop_map(|(k, reverse)| match k {
+            0 => json!({"dimension": "k", "reverse": reverse}),
+            1 => json!({"dimension": "n", "reverse": reverse}),
+            2 => {
+                json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0, "reverse": reverse})
+            }
+            3 => json!({"builtin": "relevance", "reverse": reverse}),
+            4 => json!({"builtin": "random", "seed": 7, "reverse": reverse}),
+            _ => json!({"builtin": "exactMatch", "reverse": reverse}),
+        })
+    }
+
+    proptest! {
+        /// Keeping the first `k` of the order selects exactly the first `k` a full sort
+        /// gives, in the same order (ties, missing values and reversed keys included).
+        #[test]
+        fn kept_prefix_equals_full_sort(
+            docs in prop::collection::vec(
+                (
+                    prop::collection::vec(0usize..3, 0..3),
+                    prop::collection::vec(-3i64..4, 0..3),
+                    prop::option::of((-5i64..5, -5i64..5)),
+                ),
+                1..80,
+            ),
+            keys in prop::collection::vec(sort_key(), 1..4),
+            k in 0usize..90,
+        ) {
+            let snap = snapshot(&docs);
+            let body = json!({
+                "criteria": [{"dimension": "n", "value": "[0,2]"}],
+                "sortBy": keys,
+            });
+            let filter = Filter { items: None, not_items: None, exact_only: false };
+            let hits = |keep: Option<usize>| {
+                let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+                let mut r = evaluate(&snap, &mut q.criteria, &filter, Want::All);
+                sort_hits(&snap, &mut r.hits, &q.sort, keep);
+                r.hits.iter().map(|h| h.doc).collect::<Vec<u32>>()
+            };
+            let full = hits(None);
+            let mut distinct = full.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            prop_assert_eq!(distinct.len(), full.len());
+            let kept = hits(Some(k));
+            prop_assert_eq!(&kept[..], &full[..k.min(full.len())]);
+            // a column gives what the row gives, to the bit
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let r = evaluate(&snap, &mut q.criteria, &filter, Want::All);
+            let from = Some((40.0, -75.0, Unit::Miles));
+            for h in &r.hits {
+                for dim in 0..snap.dims.len() {
+                    if let Some(col) = column_key(&snap, h, dim, from) {
+                        let row = row_key(&snap, h, dim, false, from);
+                        let bits = |k: &Option<KeyVal>| match k {
+                            Some(KeyVal::Num(x)) => Some(x.to_bits()),
+                            _ => None,
+                        };
+                        prop_assert_eq!(bits(&col), bits(&row));
+                        prop_assert_eq!(col.is_some(), row.is_some());
+                    }
+                }
+            }
+        }
     }
 }
