@@ -80,11 +80,17 @@ impl Engine {
             Body::Bytes(b) => b.len() as u64,
             Body::File(p) => std::fs::metadata(p)?.len(),
         };
-        write!(s, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n")?;
+        // the head (and a small body) in one write, as HTTP clients send them: written
+        // piecemeal on a no-delay socket, each piece would be a packet of its own
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n").into_bytes();
         match body {
-            Body::None => {}
-            Body::Bytes(b) => s.write_all(&b)?,
+            Body::None => s.write_all(&head)?,
+            Body::Bytes(b) => {
+                head.extend_from_slice(&b);
+                s.write_all(&head)?
+            }
             Body::File(p) => {
+                s.write_all(&head)?;
                 std::io::copy(&mut std::fs::File::open(p)?, &mut s)?;
             }
         }
