@@ -78,6 +78,9 @@ pub(crate) enum ColValue {
 
 pub(crate) struct ChunkCols {
     dims: Vec<Option<Col>>,
+    /// Each document's `Doc::id_key` (0 for an empty slot): ordering ties between
+    /// results read these instead of every row.
+    id_keys: Box<[u64]>,
 }
 
 #[inline(always)]
@@ -228,7 +231,20 @@ impl ChunkCols {
                 }
             })
             .collect();
-        ChunkCols { dims: cols }
+        let id_keys = docs
+            .iter()
+            .map(|d| d.as_ref().map_or(0, |d| d.id_key))
+            .collect();
+        ChunkCols {
+            dims: cols,
+            id_keys,
+        }
+    }
+
+    /// Document `i`'s `Doc::id_key`.
+    #[inline(always)]
+    pub(crate) fn id_key(&self, i: usize) -> u64 {
+        self.id_keys[i]
     }
 
     /// The elements of document `i` in an elements column when it has several (`None`:

@@ -157,7 +157,9 @@ impl TopK {
 
     /// Counts a result and keeps it if it is among the best `k`; the id is cloned only
     /// then.
-    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64) {
+    /// `id_key`: the document's, from its chunk's column (its row is read only when
+    /// it is kept, or ties on that key).
+    fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
         self.total += 1;
         self.exact += exact as usize;
         if let Some(m) = &mut self.matched {
@@ -180,10 +182,8 @@ impl TopK {
             Ordering::Less => true,
             Ordering::Greater => false,
             Ordering::Equal => {
-                order_parts(
-                    (exact, r, doc.id_key, &doc.id),
-                    (w.exact, w.r, w.id_key, &w.id),
-                ) == Ordering::Less
+                order_parts((exact, r, id_key, &doc.id), (w.exact, w.r, w.id_key, &w.id))
+                    == Ordering::Less
             }
         };
         if better {
@@ -351,6 +351,11 @@ pub struct Filter<'a> {
 }
 
 impl Filter<'_> {
+    /// Whether every document is admitted: then a scan need not read documents' ids.
+    fn admits_all(&self) -> bool {
+        self.items.is_none() && self.not_items.is_none_or(|s| s.is_empty())
+    }
+
     fn admits(&self, doc: &crate::Doc) -> bool {
         if let Some(items) = self.items {
             if !items.contains(&*doc.id) {
@@ -368,7 +373,7 @@ impl Filter<'_> {
 
 /// What a scan hands every result to, one per parallel part.
 trait Sink: Send {
-    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64);
+    fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64);
     fn merge(self, other: Self) -> Self;
     /// What a result must beat, in (exactness, relevance), to be kept by `offer`
     /// (`None`: every result is kept). A result that cannot is handed to `count`.
@@ -380,8 +385,8 @@ trait Sink: Send {
 }
 
 impl Sink for TopK {
-    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64) {
-        TopK::offer(self, n, doc, exact, r)
+    fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
+        TopK::offer(self, n, doc, id_key, exact, r)
     }
     fn merge(self, other: TopK) -> TopK {
         TopK::merge(self, other)
@@ -405,7 +410,7 @@ impl Sink for TopK {
 
 /// Every result's doc number, in scan order: only membership counts.
 impl Sink for Vec<u32> {
-    fn offer(&mut self, n: u32, _: &crate::Doc, _: bool, _: f64) {
+    fn offer(&mut self, n: u32, _: &crate::Doc, _: u64, _: bool, _: f64) {
         self.push(n);
     }
     fn merge(mut self, mut other: Self) -> Self {
@@ -421,7 +426,7 @@ impl Sink for Vec<u32> {
 }
 
 impl Sink for Vec<Hit> {
-    fn offer(&mut self, n: u32, doc: &crate::Doc, exact: bool, r: f64) {
+    fn offer(&mut self, n: u32, doc: &crate::Doc, _: u64, exact: bool, r: f64) {
         self.push(Hit::new(n, doc, exact, r));
     }
     fn merge(mut self, mut other: Self) -> Self {
@@ -453,12 +458,14 @@ fn scan<S: Sink>(
         idx: Vec::with_capacity(crate::CHUNK),
         scores: ChunkScores::default(),
     };
+    let admit_all = filter.admits_all();
     let run = |mut p: Part<S>, c: usize, positions: &mut dyn Iterator<Item = usize>| {
         let chunk = &snap.chunks()[c];
         p.idx.clear();
         for i in positions {
             if let Some(Some(doc)) = chunk.docs.get(i) {
-                if filter.admits(doc) {
+                // (the row is not touched when every document is admitted)
+                if admit_all || filter.admits(doc) {
                     p.idx.push(i as u16);
                 }
             }
@@ -488,7 +495,8 @@ fn scan<S: Sink>(
                 continue;
             }
             if let Some(Some(doc)) = chunk.docs.get(i as usize) {
-                p.sink.offer(view.base + i as u32, doc, exact, r);
+                let id_key = view.cols.map_or(doc.id_key, |c| c.id_key(i as usize));
+                p.sink.offer(view.base + i as u32, doc, id_key, exact, r);
             }
         }
         p
