@@ -85,8 +85,14 @@ fuzz_target!(|data: &[u8]| {
     let mut all = evaluate(snap, &mut q.criteria, &filter, Want::Sorted);
     assert_eq!(top.total, all.total);
     assert!(all.hits.iter().all(|h| (0.0..=1.0).contains(&h.r)));
-    sort_hits(snap, &mut all.hits, &q.sort);
     let matched = Matched::of_hits(&all.hits);
+    // the page a response without groups keeps is the full order's first hits
+    let page_end = q.start.saturating_add(q.page_size);
+    let mut page = all.hits.clone();
+    sort_hits(snap, &mut page, &q.sort, Some(page_end));
+    sort_hits(snap, &mut all.hits, &q.sort, None);
+    let ids = |hits: &[discern_index::Hit]| hits.iter().map(|h| h.doc).collect::<Vec<u32>>();
+    assert_eq!(ids(&page), ids(&all.hits[..page_end.min(all.hits.len())]));
     let _ = compute_facets(snap, &matched, &q.facets);
     if let Some(dd) = &q.drill_down {
         let _ = compute_drill_down(snap, &matched, dd);
