@@ -82,6 +82,16 @@ fn export_many_blocks_every_item_once_with_its_source() {
     );
     let all = exported(e.port, "GET", b"");
     assert!(all.keys().copied().eq(0..20_000));
+    // (read in id order, the store's: the order SPEC §8 leaves open, chosen for speed)
+    let (_, out) = request(e.port, "GET", "/ws/export", b"").unwrap();
+    let ids: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("{\"id\":\""))
+        .map(|l| l[..l.find('"').unwrap()].to_string())
+        .collect();
+    assert_eq!(ids.len(), 20_000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
 
     // with criteria: the query's results, exactness as the query decides it
     let query = br#"{"criteria":[{"dimension":"n","value":"[5000,14999]"}],"sources":true}"#;

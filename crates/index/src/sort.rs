@@ -290,15 +290,19 @@ mod tests {
       <dimension id='k' type='keyword'/>
       <dimension id='n' type='integer'/>
       <dimension id='g' type='geoloc' latitude='lat' longitude='lon'/>
+      <dimension id='t' type='tree'>
+        <element id='A'><element id='A1'/><element id='A2'/></element>
+        <element id='B'/>
+      </dimension>
     </dimensions>";
 
-    type DocSpec = (Vec<usize>, Vec<i64>, Option<(i64, i64)>);
+    type DocSpec = (Vec<usize>, Vec<i64>, Option<(i64, i64)>, Vec<usize>);
 
     fn snapshot(docs: &[DocSpec]) -> Snapshot {
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
         let mut w = IndexWriter::new();
         let mut b = w.begin(&Snapshot::empty(dims));
-        for (i, (kw, nums, pt)) in docs.iter().enumerate() {
+        for (i, (kw, nums, pt, els)) in docs.iter().enumerate() {
             let mut rec = Record::default();
             put_strings(
                 &mut rec,
@@ -306,6 +310,9 @@ mod tests {
                 kw.iter().map(|k| ["a", "b", "c"][*k].into()).collect(),
             );
             put_strings(&mut rec, "n", nums.iter().map(|x| x.to_string()).collect());
+            // one element: the column's; several: the row's side of the rule
+            let els = els.iter().map(|e| ["A", "A1", "A2", "B"][*e].into());
+            put_strings(&mut rec, "t", els.collect());
             if let Some((la, lo)) = pt {
                 put_strings(
                     &mut rec,
@@ -325,8 +332,9 @@ mod tests {
     }
 
     fn sort_key() -> impl Strategy<Value = serde_json::Value> {
-        (0usize..6, any::<bool>()).prop_map(|(k, reverse)| match k {
+        (0usize..7, any::<bool>()).prop_map(|(k, reverse)| match k {
             0 => json!({"dimension": "k", "reverse": reverse}),
+            6 => json!({"dimension": "t", "reverse": reverse}),
             1 => json!({"dimension": "n", "reverse": reverse}),
             2 => {
                 json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0, "reverse": reverse})
@@ -347,6 +355,7 @@ mod tests {
                     prop::collection::vec(0usize..3, 0..3),
                     prop::collection::vec(-3i64..4, 0..3),
                     prop::option::of((-5i64..5, -5i64..5)),
+                    prop::collection::vec(0usize..4, 0..3),
                 ),
                 1..80,
             ),
