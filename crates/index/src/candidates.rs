@@ -103,9 +103,10 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             tree,
             wanted,
             isolated,
+            only_not,
             ..
         } => {
-            if wanted.is_empty() && isolated.is_empty() {
+            if *only_not {
                 return Some((*post.has).clone());
             }
             let mut elements: Vec<u32> = isolated.clone();
@@ -166,9 +167,10 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             ordered,
             wanted,
             isolated,
+            only_not,
             ..
         } => {
-            if leaf.fuzzy_rel == 0.0 || wanted.is_empty() && isolated.is_empty() {
+            if leaf.fuzzy_rel == 0.0 || *only_not {
                 return exact_only(leaf);
             }
             if *ordered {
@@ -314,9 +316,14 @@ mod tests {
                 json!({"dimension": "k", "value": vs})
             }),
             Just(json!({"dimension": "k"})),
-            (0usize..5).prop_map(|i| {
-                let id = ["A", "A1", "A2", "B", "B1"][i];
+            // "Z" names no element: it matches nothing
+            (0usize..6).prop_map(|i| {
+                let id = ["A", "A1", "A2", "B", "B1", "Z"][i];
                 json!({"dimension": "t", "id": id})
+            }),
+            (0usize..6).prop_map(|i| {
+                let id = ["A", "A1", "A2", "B", "B1", "Z"][i];
+                json!({"dimension": "t", "notId": id})
             }),
             (0.0f64..80.0, prop::option::of(0.0f64..100.0), prop::option::of(1.0f64..20.0)).prop_map(|(e, c, iso)| {
                 let mut o = json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0, "exactDistance": e});
@@ -417,6 +424,48 @@ mod tests {
         }
         snap = b.commit();
         snap
+    }
+
+    /// Results of one query over the documents, as (id, exact).
+    fn results(snap: &Snapshot, body: J) -> Vec<(String, bool)> {
+        let filter = Filter {
+            items: None,
+            not_items: None,
+            exact_only: false,
+        };
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let mut hits = evaluate(snap, &mut q.criteria, &filter, Want::Sorted).hits;
+        hits.sort_by_key(|h| h.doc);
+        hits.iter()
+            .map(|h| (snap.doc(h.doc).unwrap().id.to_string(), h.exact))
+            .collect()
+    }
+
+    #[test]
+    fn element_ids_that_name_nothing_match_nothing() {
+        // i0000 is deleted by `snapshot`; i0037: A1; i0074: B; i0111: no tree value
+        let none = (vec![], vec![], None, vec![], vec![]);
+        let docs = [
+            none.clone(),
+            (vec![], vec![1], None, vec![], vec![]),
+            (vec![], vec![3], None, vec![], vec![]),
+            none,
+        ];
+        let snap = snapshot(&docs, 0);
+        for body in [
+            json!({"criteria": [{"dimension": "t", "id": "Z", "cull": true}]}),
+            json!({"criteria": [{"dimension": "t", "id": ["Z"], "notId": "B", "cull": true}]}),
+            json!({"criteria": [{"dimension": "t", "value": "nothing", "cull": true}]}),
+            json!({"criteria": [{"dimension": "t", "isolatedId": "Z", "cull": true}]}),
+        ] {
+            assert_eq!(results(&snap, body.clone()), vec![], "{body}");
+        }
+        // only an excluded id: every item with a value not excluded is exact
+        let body = json!({"criteria": [{"dimension": "t", "notId": "B", "cull": true}]});
+        assert_eq!(results(&snap, body), vec![("i0037".to_string(), true)]);
+        // a known id beside an unknown one still matches (its descendants too)
+        let body = json!({"criteria": [{"dimension": "t", "id": ["Z", "A"], "cull": true}]});
+        assert_eq!(results(&snap, body), vec![("i0037".to_string(), true)]);
     }
 
     proptest! {

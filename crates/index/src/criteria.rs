@@ -57,6 +57,10 @@ pub enum Matcher {
         wanted: Vec<u32>,
         isolated: Vec<u32>,
         not: Vec<u32>,
+        /// The leaf names only excluded elements (`notId`/`notValue`): every item with a
+        /// value none of which is excluded is exact (SPEC §7.2 rule 3). Wanted ids that
+        /// name no element leave `wanted` empty but this false: they match nothing.
+        only_not: bool,
         /// Per element of the set, what an item tagged with it gets (from the fields above).
         table: Vec<ElementRule>,
     },
@@ -328,10 +332,9 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             };
             let mut not = by_ids("notId")?;
             not.extend(by_values("notValue")?);
-            let asked = ["id", "value", "isolatedId", "notId", "notValue"]
-                .iter()
-                .any(|m| member(obj, m).is_some());
-            if !asked {
+            let asked = |names: &[&str]| names.iter().any(|m| member(obj, m).is_some());
+            let positive = asked(&["id", "value", "isolatedId"]);
+            if !positive && !asked(&["notId", "notValue"]) {
                 Matcher::Has
             } else {
                 let ordered = matches!(dim.kind, DimensionKind::Ordered(_));
@@ -343,6 +346,7 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
                     wanted,
                     isolated,
                     not,
+                    only_not: !positive,
                 }
             }
         }
@@ -636,10 +640,7 @@ impl Leaf {
     /// Tree, ordered, mutex: an item tagged with `item`'s elements.
     pub(crate) fn elements_rule(&self, item: &[u32]) -> (bool, f64) {
         let Matcher::Elements {
-            wanted,
-            isolated,
-            table,
-            ..
+            only_not, table, ..
         } = &self.matcher
         else {
             return (false, 0.0);
@@ -648,10 +649,7 @@ impl Leaf {
         if item.iter().any(|&b| rule(b).excluded) {
             return (false, 0.0);
         }
-        if wanted.is_empty() && isolated.is_empty() {
-            return (true, self.exact_rel);
-        }
-        if item.iter().any(|&b| rule(b).exact) {
+        if *only_not || item.iter().any(|&b| rule(b).exact) {
             return (true, self.exact_rel);
         }
         let best = item.iter().map(|&b| rule(b).best).fold(0.0, f64::max);
