@@ -643,15 +643,14 @@ mod tests {
         assert_eq!(ids, ["a", "b"]);
     }
 
-    fn postings_of(
-        s: &Snapshot,
-    ) -> Vec<
-        Option<(
-            Vec<(Vec<u8>, RoaringBitmap)>,
-            RoaringBitmap,
-            Vec<(u64, u64)>,
-        )>,
-    > {
+    /// One dimension's postings as plain values: (key, set) pairs, `has`, field stats.
+    type PlainPostings = (
+        Vec<(Vec<u8>, RoaringBitmap)>,
+        RoaringBitmap,
+        Vec<(u64, u64)>,
+    );
+
+    fn postings_of(s: &Snapshot) -> Vec<Option<PlainPostings>> {
         s.postings
             .iter()
             .map(|p| {

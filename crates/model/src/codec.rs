@@ -394,7 +394,7 @@ mod tests {
     proptest! {
         #[test]
         fn word_test_is_exact(bytes in prop::array::uniform8(prop_oneof![6 => 0x20u8..0x7f, 1 => any::<u8>()])) {
-            let by_byte = bytes.iter().any(|&b| b < 0x20 || b >= 0x80 || b == b'"' || b == b'\\');
+            let by_byte = bytes.iter().any(|&b| !(0x20..0x80).contains(&b) || b == b'"' || b == b'\\');
             prop_assert_eq!(needs_a_look(u64::from_le_bytes(bytes)), by_byte);
         }
 
