@@ -210,7 +210,7 @@ fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitmap {
 
 /// A superset of the documents with a point within `distance` of one of `points`: the
 /// grid cells overlapping each point's bounding box on the sphere.
-fn within(
+pub(crate) fn within(
     post: &DimPostings,
     boxes: &[(f64, f64, f64, f64)],
     distance: f64,
@@ -303,13 +303,6 @@ mod tests {
     }
 
     fn criterion() -> impl Strategy<Value = J> {
-        let flags = (
-            any::<bool>(),
-            any::<bool>(),
-            any::<bool>(),
-            0usize..3,
-            any::<bool>(),
-        );
         let body = prop_oneof![
             prop::collection::vec(0usize..5, 1..3).prop_map(|v| {
                 let vs: Vec<&str> = v.iter().map(|i| ["a", "b", "c", "d", "e"][*i]).collect();
@@ -365,8 +358,79 @@ mod tests {
                 o
             }),
         ];
+        with_flags(body.boxed())
+    }
+
+    /// Leaves whose exact documents the postings name exactly (has-a-value, keyword,
+    /// tree, numeric): mostly culled, so that whole requests are often answered from
+    /// sets (`exact.rs`).
+    fn set_criterion() -> impl Strategy<Value = J> {
+        let body = prop_oneof![
+            2 => prop::collection::vec(0usize..5, 1..3).prop_map(|v| {
+                let vs: Vec<&str> = v.iter().map(|i| ["a", "b", "c", "d", "e"][*i]).collect();
+                json!({"dimension": "k", "value": vs})
+            }),
+            1 => (0usize..5).prop_map(|i| {
+                let v = ["a", "b", "c", "d", "e"][i];
+                json!({"dimension": "k", "notValue": v})
+            }),
+            1 => Just(json!({"dimension": "k"})),
+            1 => Just(json!({"dimension": "n"})),
+            1 => Just(json!({"dimension": ""})),
+            2 => (
+                prop::collection::vec(0usize..6, 1..3),
+                prop::option::of(0usize..6)
+            )
+                .prop_map(|(ids, not)| {
+                    let name = |i: &usize| ["A", "A1", "A2", "B", "B1", "Z"][*i];
+                    let mut o =
+                        json!({"dimension": "t", "id": ids.iter().map(name).collect::<Vec<_>>()});
+                    if let Some(n) = not {
+                        o["notId"] = json!(name(&n));
+                    }
+                    o
+                }),
+            // near a point, with a cullDistance beyond, at or within exactDistance
+            4 => (0.0f64..80.0, 0usize..3, prop::option::of(1.0f64..20.0)).prop_map(|(e, c, iso)| {
+                let mut o = json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0, "exactDistance": e});
+                o["cullDistance"] = json!([e * 1.5, e, e * 0.5][c]);
+                if let Some(s) = iso { o["isoRelevanceDistance"] = json!(s); }
+                o
+            }),
+            // bounds inside the buckets the documents' values fall in
+            3 => (-8i64..8, 0i64..4, -4i64..5, 0usize..5).prop_map(|(x, width, off, form)| {
+                let (a, b) = (x * 997 + off, (x + width) * 997 - off);
+                match form {
+                    0 => json!({"dimension": "n", "value": format!("[{a},{b}]")}),
+                    1 => json!({"dimension": "n", "value": format!("({a},{b})")}),
+                    2 => json!({"dimension": "n", "value": format!("[{a},]")}),
+                    3 => json!({"dimension": "n", "value": format!("[,{b})")}),
+                    _ => json!({"dimension": "n", "value": a}),
+                }
+            }),
+        ];
+        with_flags(body.boxed()).prop_map(|mut o| {
+            if o["fuzzyRelevance"] != json!(0.0) && o["nullRelevance"].is_null() {
+                o["cull"] = json!(true);
+            }
+            o
+        })
+    }
+
+    /// A criterion body with random leaf members: cull, exactMatch, nullExactMatch,
+    /// fuzzyRelevance, nullRelevance, exactRelevance, weight.
+    fn with_flags(body: BoxedStrategy<J>) -> impl Strategy<Value = J> {
+        let flags = (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            0usize..3,
+            any::<bool>(),
+            0usize..4,
+            0usize..4,
+        );
         (body, flags).prop_map(
-            |(mut o, (cull, exact_match, null_exact, fuzzy, null_rel))| {
+            |(mut o, (cull, exact_match, null_exact, fuzzy, null_rel, exact_rel, weight))| {
                 o["cull"] = json!(cull);
                 o["exactMatch"] = json!(exact_match && !cull);
                 o["nullExactMatch"] = json!(null_exact);
@@ -375,6 +439,9 @@ mod tests {
                 if null_rel {
                     o["nullRelevance"] = json!(0.25);
                 }
+                // mostly the defaults
+                o["exactRelevance"] = json!([1.0, 1.0, 0.7, 0.0][exact_rel]);
+                o["weight"] = json!([1.0, 1.0, 2.5, 0.0][weight]);
                 o
             },
         )
@@ -470,9 +537,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
-        /// Narrowing by postings, scoring a chunk at a time from its columns and keeping
-        /// only the top never changes a result: the hits equal an item-by-item scan of the
-        /// rows, in the same order, with bit-identical relevance and the same counts.
+        /// Any request (`equals_full_scan`).
         #[test]
         fn pruned_equals_full_scan(
             docs in prop::collection::vec(doc_spec(), 1..60),
@@ -483,34 +548,82 @@ mod tests {
             only in prop::option::of(prop::collection::hash_set(0usize..1200, 0..400)),
             not in prop::option::of(prop::collection::hash_set(0usize..1200, 0..40)),
         ) {
-            let snap = snapshot(&docs, pad);
-            let ids = |set: &Option<std::collections::HashSet<usize>>| {
-                set.as_ref().map(|s| {
-                    s.iter()
-                        .map(|i| format!("i{:04}", (i * 37) % 10_000))
-                        .collect::<std::collections::HashSet<String>>()
-                })
-            };
-            let (only, not) = (ids(&only), ids(&not));
-            let body = json!({"criteria": criteria, "exactMatchesOnly": exact_only});
-            let filter = Filter { items: only.as_ref(), not_items: not.as_ref(), exact_only };
-            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
-            let mut want = reference_hits(&snap, &mut q.criteria, &filter);
-            want.sort_by(default_order);
-            let key = |h: &crate::Hit| (h.doc, h.exact, h.r.to_bits());
-            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
-            let got = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
-            prop_assert_eq!(got.hits.iter().map(key).collect::<Vec<_>>(), want.iter().map(key).collect::<Vec<_>>());
-            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
-            let top = evaluate(&snap, &mut q.criteria, &filter, Want::Top(k));
-            prop_assert_eq!(top.total, want.len());
-            prop_assert_eq!(top.exact_count, want.iter().filter(|h| h.exact).count());
-            prop_assert_eq!(top.hits.iter().map(key).collect::<Vec<_>>(), want.iter().take(k).map(key).collect::<Vec<_>>());
-            // the doc numbers facets count: every result's, those left out by a bound too
-            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
-            let top = evaluate(&snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
-            let (m, all) = (top.matched.unwrap_or_default(), crate::Matched::of_hits(&want));
-            prop_assert_eq!((m.exact, m.other), (all.exact, all.other));
+            equals_full_scan(&docs, criteria, exact_only, k, pad, only, not)?;
         }
+    }
+
+    proptest! {
+        // answered from sets only when every criterion allows it: more cases
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// The same for requests mostly answered from sets of documents (`exact.rs`).
+        #[test]
+        fn set_answers_equal_full_scan(
+            docs in prop::collection::vec(doc_spec(), 1..60),
+            criteria in prop::collection::vec(set_criterion(), 0..3),
+            exact_only in any::<bool>(),
+            k in 0usize..12,
+            pad in prop_oneof![Just(0usize), 1000usize..1100],
+            only in prop::option::of(prop::collection::hash_set(0usize..1200, 0..400)),
+            not in prop::option::of(prop::collection::hash_set(0usize..1200, 0..40)),
+        ) {
+            equals_full_scan(&docs, criteria, exact_only, k, pad, only, not)?;
+        }
+    }
+
+    /// Narrowing by postings, answering from sets, scoring a chunk at a time from its
+    /// columns and keeping only the top never changes a result: the hits equal an
+    /// item-by-item scan of the rows, in the same order, with bit-identical relevance and
+    /// the same counts.
+    fn equals_full_scan(
+        docs: &[DocSpec],
+        criteria: Vec<J>,
+        exact_only: bool,
+        k: usize,
+        pad: usize,
+        only: Option<std::collections::HashSet<usize>>,
+        not: Option<std::collections::HashSet<usize>>,
+    ) -> Result<(), TestCaseError> {
+        let snap = snapshot(docs, pad);
+        let ids = |set: &Option<std::collections::HashSet<usize>>| {
+            set.as_ref().map(|s| {
+                s.iter()
+                    .map(|i| format!("i{:04}", (i * 37) % 10_000))
+                    .collect::<std::collections::HashSet<String>>()
+            })
+        };
+        let (only, not) = (ids(&only), ids(&not));
+        let body = json!({"criteria": criteria, "exactMatchesOnly": exact_only});
+        let filter = Filter {
+            items: only.as_ref(),
+            not_items: not.as_ref(),
+            exact_only,
+        };
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let mut want = reference_hits(&snap, &mut q.criteria, &filter);
+        want.sort_by(default_order);
+        let key = |h: &crate::Hit| (h.doc, h.exact, h.r.to_bits());
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let got = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
+        prop_assert_eq!(
+            got.hits.iter().map(key).collect::<Vec<_>>(),
+            want.iter().map(key).collect::<Vec<_>>()
+        );
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let top = evaluate(&snap, &mut q.criteria, &filter, Want::Top(k));
+        prop_assert_eq!(top.total, want.len());
+        prop_assert_eq!(top.exact_count, want.iter().filter(|h| h.exact).count());
+        prop_assert_eq!(
+            top.hits.iter().map(key).collect::<Vec<_>>(),
+            want.iter().take(k).map(key).collect::<Vec<_>>()
+        );
+        // the doc numbers facets count: every result's, those left out by a bound too
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let top = evaluate(&snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
+        let (m, all) = (
+            top.matched.unwrap_or_default(),
+            crate::Matched::of_hits(&want),
+        );
+        prop_assert_eq!((m.exact, m.other), (all.exact, all.other));
+        Ok(())
     }
 }

@@ -87,9 +87,9 @@ pub enum Matcher {
 #[derive(Clone, Copy, Default)]
 pub struct ElementRule {
     /// Under (or equal to) a `notId`/`notValue` element.
-    excluded: bool,
+    pub(crate) excluded: bool,
     /// Under a wanted element, or one of the isolated ones.
-    exact: bool,
+    pub(crate) exact: bool,
     /// The best closeness to any wanted or isolated element.
     best: f64,
 }

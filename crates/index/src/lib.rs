@@ -6,6 +6,7 @@ mod candidates;
 mod columns;
 mod criteria;
 mod eval;
+mod exact;
 mod facets;
 mod fuzzy;
 mod geo;
@@ -208,7 +209,7 @@ impl Snapshot {
         })
     }
 
-    /// The postings of dimension `di` (every type but numeric).
+    /// The postings of dimension `di` (`None` only while they are not built).
     pub(crate) fn postings(&self, di: usize) -> Option<&postings::DimPostings> {
         self.postings.get(di)?.as_deref()
     }

@@ -102,7 +102,7 @@ pub(crate) fn cell_key(row: u32, col: u32) -> [u8; 8] {
 }
 
 /// Mantissa bits a numeric bucket keeps: 256 buckets per power of two.
-const NUMERIC_MANTISSA_BITS: u32 = 8;
+pub(crate) const NUMERIC_MANTISSA_BITS: u32 = 8;
 
 /// The bucket of a numeric value (criteria compare integers as doubles too): the sign,
 /// exponent and first mantissa bits of the double, mapped so that the keys' byte order

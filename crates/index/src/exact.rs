@@ -1,0 +1,415 @@
+//! Requests whose results are exactly a set of documents, all exact and all of one
+//! relevance: every top-level criterion a leaf whose exact documents the postings name
+//! exactly (has-a-value, keyword, tree/ordered/mutex, numeric intervals) and whose other
+//! documents are out — culled with relevance 0, or left out by `exactMatchesOnly`. Then
+//! the results are the intersection of the criteria's exact sets, every one of them gets
+//! Σ w·exactRelevance / Σ w, and the default order is the id order: no document is
+//! scored. `eval.rs` hands the set to its sinks as a scan would, and the evaluation
+//! property test (`candidates.rs`) holds it equal, to the bit, to an item-by-item scan.
+
+use roaring::RoaringBitmap;
+
+use crate::candidates::within;
+use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
+use crate::postings::{numeric_key, DimPostings, NUMERIC_MANTISSA_BITS};
+use crate::Snapshot;
+use discern_dimensions::{DimensionKind, Interval, NumericKind};
+
+/// Every result of `criteria` (prepared) and the relevance each one has, when the
+/// results are exactly a set of exact documents of one relevance; `None` when the
+/// criteria must be scored document by document.
+pub(crate) fn exact_results(
+    snap: &Snapshot,
+    criteria: &[Criterion],
+    ctx: &EvalCtx,
+    exact_only: bool,
+) -> Option<(RoaringBitmap, f64)> {
+    let mut mean = WeightedMean::default();
+    let mut sets: Vec<Exact<'_>> = Vec::with_capacity(criteria.len());
+    let mut culled_all = false;
+    for c in criteria {
+        let Node::Leaf(leaf) = &c.node else {
+            return None;
+        };
+        if c.exact_match || leaf.null_exact {
+            return None; // exact documents of different relevances, or nulls exact
+        }
+        // every document this criterion does not find exact must be out
+        if !(exact_only || c.cull && others_score_zero(leaf)) {
+            return None;
+        }
+        let Some(dim) = leaf.dim else {
+            // `{"dimension": ""}`: every item, exact, relevance 1
+            mean.add(c.weight, 1.0);
+            continue;
+        };
+        // (postings not built yet: scored instead)
+        sets.push(exact_set(snap, dim, leaf, snap.postings(dim)?)?);
+        mean.add(c.weight, leaf.exact_rel);
+        culled_all |= c.cull && leaf.exact_rel == 0.0;
+    }
+    if culled_all {
+        return Some((RoaringBitmap::new(), 0.0));
+    }
+    // the documents every criterion may find exact, smallest sets first (each
+    // intersection is then at most that small)
+    let mut maybe: Vec<RoaringBitmap> = sets
+        .iter_mut()
+        .map(|s| match &s.unsure {
+            Some(u) => &s.sure | &u.docs,
+            None => std::mem::take(&mut s.sure),
+        })
+        .collect();
+    maybe.sort_by_key(RoaringBitmap::len);
+    let mut maybe = maybe.into_iter();
+    let mut out = match maybe.next() {
+        Some(first) => first,
+        None => snap.live_docs().clone(),
+    };
+    for s in maybe {
+        if out.is_empty() {
+            break;
+        }
+        out &= s;
+    }
+    // then the documents left that a criterion's postings cannot decide, by its rule
+    for s in &sets {
+        if let Some(u) = &s.unsure {
+            let check = (&out & &u.docs) - &s.sure;
+            if !check.is_empty() {
+                out -= &check - members_exact_on(snap, u.leaf, ctx, &check);
+            }
+        }
+    }
+    // (1 when every weight is 0, or there are no criteria)
+    Some((out, mean.value()))
+}
+
+/// Whether every document `leaf` does not find exact gets relevance 0 from it (so that
+/// `cull` drops it) or is dropped by its `cullDistance`: nulls by `nullRelevance`, others
+/// by a closeness that is always 0, a `fuzzyRelevance` of 0, or a `cullDistance` no
+/// farther than `exactDistance` (the same rounded distance decides both).
+fn others_score_zero(leaf: &Leaf) -> bool {
+    leaf.null_rel == 0.0
+        && match &leaf.matcher {
+            Matcher::Has | Matcher::Keyword { .. } => true,
+            Matcher::Elements { tree, ordered, .. } => {
+                leaf.fuzzy_rel == 0.0 || (!*tree && !*ordered)
+            }
+            Matcher::Numeric { .. } => leaf.fuzzy_rel == 0.0,
+            Matcher::Geo { exact, cull, .. } => {
+                leaf.fuzzy_rel == 0.0 || cull.is_some_and(|c| c <= *exact)
+            }
+            Matcher::Text(_) => false,
+        }
+}
+
+/// The documents a criterion finds exact: `sure`, and those of `unsure` its rule finds
+/// exact.
+struct Exact<'a> {
+    sure: RoaringBitmap,
+    unsure: Option<Unsure<'a>>,
+}
+
+/// Documents the postings cannot decide (in numeric buckets an interval cuts, in geo grid
+/// cells near the reference), and the criterion whose rule decides them.
+struct Unsure<'a> {
+    docs: RoaringBitmap,
+    leaf: &'a Leaf,
+}
+
+impl From<RoaringBitmap> for Exact<'_> {
+    fn from(sure: RoaringBitmap) -> Self {
+        Exact { sure, unsure: None }
+    }
+}
+
+/// The documents `leaf` finds exact (with a value: nulls are not, as `nullExactMatch` is
+/// false); `None` for matchers the postings cannot say exactly.
+fn exact_set<'a>(
+    snap: &Snapshot,
+    dim: usize,
+    leaf: &'a Leaf,
+    post: &DimPostings,
+) -> Option<Exact<'a>> {
+    Some(match &leaf.matcher {
+        Matcher::Has => (*post.has).clone().into(),
+        // (`prepare` has made the keyword's postings unions)
+        Matcher::Keyword {
+            values,
+            docs: Some((holding, excluding)),
+            ..
+        } => if values.is_empty() {
+            &*post.has - excluding
+        } else {
+            holding - excluding
+        }
+        .into(),
+        Matcher::Keyword { docs: None, .. } => return None,
+        Matcher::Elements {
+            only_not, table, ..
+        } => {
+            let keys = |pick: fn(&crate::criteria::ElementRule) -> bool| -> Vec<[u8; 4]> {
+                table
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, rule)| pick(rule))
+                    .map(|(e, _)| (e as u32).to_be_bytes())
+                    .collect()
+            };
+            let excluded = keys(|rule| rule.excluded);
+            let excluded = post.union(excluded.iter().map(|k| k.as_slice()));
+            let wanted = if *only_not {
+                (*post.has).clone()
+            } else {
+                let exact = keys(|rule| rule.exact);
+                post.union(exact.iter().map(|k| k.as_slice()))
+            };
+            (wanted - excluded).into()
+        }
+        Matcher::Numeric { set, .. } => {
+            // integer, long and time values are whole numbers (compared as doubles)
+            let whole = !matches!(
+                &snap.dims.dims[dim].kind,
+                DimensionKind::Numeric(spec) if matches!(spec.kind, NumericKind::Double)
+            );
+            let (sure, cut) = numeric_buckets(post, set, whole);
+            Exact {
+                sure,
+                unsure: Some(Unsure { docs: cut, leaf }),
+            }
+        }
+        Matcher::Geo {
+            reference,
+            exact,
+            iso,
+            unit,
+            ..
+        } => {
+            // (an iso step rounds distances down by less than one step)
+            let near = within(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit)?;
+            Exact {
+                sure: RoaringBitmap::new(),
+                unsure: Some(Unsure { docs: near, leaf }),
+            }
+        }
+        Matcher::Text(_) => return None,
+    })
+}
+
+/// The smallest and largest double whose bucket is `key` (`numeric_key` inverted).
+fn bucket_extremes(key: &[u8]) -> Option<(f64, f64)> {
+    let k = u32::from_be_bytes(key.try_into().ok()?) as u64;
+    let shift = 52 - NUMERIC_MANTISSA_BITS;
+    let from_ordered = |o: u64| f64::from_bits(if o >> 63 == 1 { o & !(1 << 63) } else { !o });
+    let (a, b) = (
+        from_ordered(k << shift),
+        from_ordered(k << shift | ((1 << shift) - 1)),
+    );
+    (!a.is_nan() && !b.is_nan()).then_some((a.min(b), a.max(b)))
+}
+
+/// The documents with a value in `set`, from the postings: those of the buckets inside
+/// it, and those of the buckets it cuts (whose values must be checked). With `whole`
+/// (values are whole numbers) a bucket is inside when its whole numbers are.
+fn numeric_buckets(
+    post: &DimPostings,
+    set: &Interval,
+    whole: bool,
+) -> (RoaringBitmap, RoaringBitmap) {
+    let key = |x: Option<f64>| x.filter(|x| !x.is_nan()).map(numeric_key);
+    let (lo, hi) = (key(set.lo), key(set.hi));
+    if matches!((lo, hi), (Some(lo), Some(hi)) if lo > hi) {
+        return Default::default();
+    }
+    use std::ops::Bound;
+    let bound = |k: &Option<[u8; 4]>| match k {
+        Some(k) => Bound::Included(k.to_vec().into_boxed_slice()),
+        None => Bound::Unbounded,
+    };
+    let (mut inside, mut cut): (Vec<&RoaringBitmap>, Vec<&RoaringBitmap>) = Default::default();
+    for (k, docs) in post.map.range((bound(&lo), bound(&hi))) {
+        let all_in = bucket_extremes(k).is_some_and(|(a, b)| {
+            let (a, b) = if whole { (a.ceil(), b.floor()) } else { (a, b) };
+            // (a bucket holding no whole number holds no document)
+            a > b || set.contains(a) && set.contains(b)
+        });
+        if all_in {
+            inside.push(docs);
+        } else {
+            cut.push(docs);
+        }
+    }
+    use roaring::MultiOps;
+    (inside.into_iter().union(), cut.into_iter().union())
+}
+
+/// The members of `docs` that `leaf`'s rule finds exact.
+fn members_exact_on(
+    snap: &Snapshot,
+    leaf: &Leaf,
+    ctx: &EvalCtx,
+    docs: &RoaringBitmap,
+) -> RoaringBitmap {
+    let mut out = RoaringBitmap::new();
+    let (mut chunk, mut cols) = (usize::MAX, None);
+    for n in docs {
+        let (c, i) = (n as usize / crate::CHUNK, n as usize % crate::CHUNK);
+        if c != chunk {
+            chunk = c;
+            cols = snap.chunk_cols(c);
+        }
+        let Some(doc) = snap.doc(n) else { continue };
+        let item = ItemRef {
+            doc,
+            n,
+            cols: cols.map(|cc| (cc, i)),
+        };
+        let o = leaf.eval(&item, ctx);
+        // (exact but beyond a `cullDistance` shorter than `exactDistance`: dropped)
+        if o.exact && !o.culled {
+            // ascending: appended
+            out.push(n);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::put_strings;
+    use crate::{parse_query, IndexWriter};
+    use discern_dimensions::Dimensions;
+    use discern_model::Record;
+    use proptest::prelude::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// Whole numbers near the edges of buckets (where a bound cuts one), or anywhere.
+    fn near_edge() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            -3000i64..3000,
+            (0u32..24, 0i64..256, -2i64..3, any::<bool>()).prop_map(|(e, m, off, neg)| {
+                let x = ((256 + m) << e >> 8) + off;
+                if neg {
+                    -x
+                } else {
+                    x
+                }
+            }),
+        ]
+    }
+
+    /// A value of the integer dimension `n` (`x`) and of the double dimension `d` (`x`,
+    /// or just beside it).
+    fn value() -> impl Strategy<Value = (i64, f64)> {
+        (near_edge(), 0usize..3).prop_map(|(x, beside)| {
+            let y = x as f64;
+            (x, [y, y.next_up(), y - 0.5][beside])
+        })
+    }
+
+    /// The first page of a request answered from a set is the smallest ids, also when
+    /// every id starts with the same 8 bytes (chunks cannot be skipped by them) and ids
+    /// do not follow document order.
+    #[test]
+    fn first_ids_of_a_set_across_chunks() {
+        let dims = Arc::new(
+            Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>")
+                .unwrap(),
+        );
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&crate::Snapshot::empty(dims));
+        let n = 3 * crate::CHUNK + 100;
+        for i in 0..n {
+            let mut rec = Record::default();
+            put_strings(&mut rec, "k", vec!["a".to_string()]);
+            // a permutation of 0..n: 7919 is prime and does not divide n
+            b.upsert(&format!("listing-{:05}", i * 7919 % n), &rec);
+        }
+        let snap = b.commit();
+        for k in [1, 5, 50, 2000] {
+            let body = json!({"criteria": [{"dimension": "k", "cull": true}]});
+            let mut q = parse_query(&body, &snap.dims, 10_000).unwrap();
+            let filter = crate::eval::Filter {
+                items: None,
+                not_items: None,
+                exact_only: false,
+            };
+            let got =
+                crate::eval::evaluate(&snap, &mut q.criteria, &filter, crate::eval::Want::Top(k));
+            let ids: Vec<String> = got.hits.iter().map(|h| h.id.to_string()).collect();
+            let want: Vec<String> = (0..k).map(|i| format!("listing-{i:05}")).collect();
+            assert_eq!(ids, want, "k = {k}");
+            assert_eq!(got.total, n);
+        }
+    }
+
+    proptest! {
+        /// Numeric criteria's exact sets hold exactly the documents with a value in the
+        /// interval, in integer and double dimensions, whatever buckets the bounds cut.
+        #[test]
+        fn numeric_sets_hold_the_values_in_the_interval(
+            docs in prop::collection::vec(prop::collection::vec(value(), 0..3), 1..40),
+            lo in prop::option::of(value()),
+            hi in prop::option::of(value()),
+            (lo_incl, hi_incl) in (any::<bool>(), any::<bool>()),
+        ) {
+            let dims = Arc::new(Dimensions::parse(b"<dimensions>
+              <dimension id='n' type='integer'/><dimension id='d' type='double'/>
+            </dimensions>").unwrap());
+            let mut w = IndexWriter::new();
+            let mut b = w.begin(&crate::Snapshot::empty(dims));
+            for (i, vals) in docs.iter().enumerate() {
+                let mut rec = Record::default();
+                put_strings(&mut rec, "n", vals.iter().map(|v| v.0.to_string()).collect());
+                put_strings(&mut rec, "d", vals.iter().map(|v| format!("{:?}", v.1)).collect());
+                b.upsert(&format!("i{i:03}"), &rec);
+            }
+            let snap = b.commit();
+            for (dim, pick) in [("n", 0), ("d", 1)] {
+                let bound = |v: Option<(i64, f64)>| match v {
+                    None => String::new(),
+                    Some((x, _)) if pick == 0 => x.to_string(),
+                    Some((_, y)) => format!("{y:?}"),
+                };
+                let (open, close) = (if lo_incl { "[" } else { "(" }, if hi_incl { "]" } else { ")" });
+                let iv = format!("{open}{},{}{close}", bound(lo), bound(hi));
+                let body = json!({"criteria": [{"dimension": dim, "value": iv, "cull": true, "fuzzyRelevance": 0}]});
+                let q = parse_query(&body, &snap.dims, 1000).unwrap();
+                let Node::Leaf(Leaf { matcher: Matcher::Numeric { set, .. }, .. }) = &q.criteria[0].node else {
+                    panic!("not a numeric criterion: {iv}");
+                };
+                let want: Vec<u32> = docs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, vals)| vals.iter().any(|v| set.contains(if pick == 0 { v.0 as f64 } else { v.1 })))
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                let ctx = EvalCtx { scales: vec![0.0; snap.dims.len()] };
+                let (got, r) = exact_results(&snap, &q.criteria, &ctx, false).unwrap();
+                prop_assert_eq!(got.iter().collect::<Vec<_>>(), want, "{} {}", dim, iv);
+                prop_assert_eq!(r, 1.0);
+            }
+        }
+    }
+
+    proptest! {
+        /// A bucket's extremes are in the bucket, and the doubles just beyond them not.
+        #[test]
+        fn bucket_extremes_bound_the_bucket(x in any::<f64>().prop_filter("a number", |x| !x.is_nan())) {
+            let k = numeric_key(x);
+            let (a, b) = bucket_extremes(&k).unwrap();
+            prop_assert!(a <= x && x <= b);
+            prop_assert_eq!(numeric_key(a), k);
+            prop_assert_eq!(numeric_key(b), k);
+            if a.next_down().is_finite() {
+                prop_assert!(numeric_key(a.next_down()) < k);
+            }
+            if b.next_up().is_finite() {
+                prop_assert!(numeric_key(b.next_up()) > k);
+            }
+        }
+    }
+}
