@@ -59,24 +59,37 @@ pub struct Results {
     ctx: EvalCtx,
 }
 
-/// The doc numbers of every result, exact and not, each ascending: what facets and
-/// drillDown count when only a page of hits is kept.
-#[derive(Default)]
+/// The doc numbers of every result, exact and not: what facets and drillDown count
+/// when only a page of hits is kept.
+#[derive(Default, Debug, PartialEq)]
 pub struct Matched {
-    pub exact: Vec<u32>,
-    pub other: Vec<u32>,
+    pub exact: RoaringBitmap,
+    pub other: RoaringBitmap,
 }
 
 impl Matched {
     pub fn of_hits(hits: &[Hit]) -> Matched {
-        let mut m = Matched::default();
+        let mut m = MatchedDocs::default();
         for h in hits {
             m.push(h.doc, h.exact);
         }
-        m.sort();
-        m
+        m.into_matched()
     }
 
+    /// Every result.
+    pub fn all(&self) -> RoaringBitmap {
+        &self.exact | &self.other
+    }
+}
+
+/// `Matched` while a scan collects it: doc numbers in the order they come.
+#[derive(Default)]
+struct MatchedDocs {
+    exact: Vec<u32>,
+    other: Vec<u32>,
+}
+
+impl MatchedDocs {
     fn push(&mut self, doc: u32, exact: bool) {
         if exact {
             self.exact.push(doc)
@@ -85,23 +98,20 @@ impl Matched {
         }
     }
 
-    fn append(&mut self, mut other: Matched) {
+    fn append(&mut self, mut other: MatchedDocs) {
         self.exact.append(&mut other.exact);
         self.other.append(&mut other.other);
     }
 
-    fn sort(&mut self) {
+    fn into_matched(mut self) -> Matched {
+        // (parts come in doc order: nearly sorted already)
         self.exact.sort_unstable();
         self.other.sort_unstable();
-    }
-
-    /// Every result, ascending.
-    pub fn all(&self) -> Vec<u32> {
-        let mut all = Vec::with_capacity(self.exact.len() + self.other.len());
-        all.extend_from_slice(&self.exact);
-        all.extend_from_slice(&self.other);
-        all.sort_unstable();
-        all
+        let set = |docs: Vec<u32>| RoaringBitmap::from_sorted_iter(docs).unwrap_or_default();
+        Matched {
+            exact: set(self.exact),
+            other: set(self.other),
+        }
     }
 }
 
@@ -124,7 +134,7 @@ struct TopK {
     heap: BinaryHeap<Ranked>,
     total: usize,
     exact: usize,
-    matched: Option<Matched>,
+    matched: Option<MatchedDocs>,
 }
 
 struct Ranked(Hit);
@@ -153,7 +163,7 @@ impl TopK {
             heap: BinaryHeap::with_capacity(k.min(4096) + 1),
             total: 0,
             exact: 0,
-            matched: collect.then(Matched::default),
+            matched: collect.then(MatchedDocs::default),
         }
     }
 
@@ -650,8 +660,8 @@ fn from_set(
             // every member a result: the counts are the set's, the page its first ids
             let total = set.len() as usize;
             let matched = (want != Want::Top(k)).then(|| Matched {
-                exact: set.iter().collect(),
-                other: Vec::new(),
+                exact: set.clone(),
+                other: RoaringBitmap::new(),
             });
             return Results {
                 hits: first_by_id(snap, set, r, k),
@@ -686,10 +696,7 @@ fn from_set(
         .into_iter()
         .map(|r| r.0)
         .collect();
-    let matched = top.matched.map(|mut m| {
-        m.sort();
-        m
-    });
+    let matched = top.matched.map(MatchedDocs::into_matched);
     Results {
         hits,
         total: top.total,
@@ -743,10 +750,7 @@ pub fn evaluate(
             .into_iter()
             .map(|r| r.0)
             .collect();
-        let matched = top.matched.map(|mut m| {
-            m.sort();
-            m
-        });
+        let matched = top.matched.map(MatchedDocs::into_matched);
         return Results {
             hits,
             total: top.total,

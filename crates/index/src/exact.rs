@@ -34,8 +34,10 @@ pub(crate) fn exact_results(
         if c.exact_match || leaf.null_exact {
             return None; // exact documents of different relevances, or nulls exact
         }
-        // every document this criterion does not find exact must be out
-        if !(exact_only || c.cull && others_score_zero(leaf)) {
+        // every document this criterion does not find exact must be out: culled, or
+        // (the only criterion, weighing) of relevance 0 and so not a result
+        let alone = criteria.len() == 1 && c.weight > 0.0;
+        if !(exact_only || (c.cull || alone) && others_score_zero(leaf)) {
             return None;
         }
         let Some(dim) = leaf.dim else {
