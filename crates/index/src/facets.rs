@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value as J};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
-use crate::columns::{ColValue, NOT_A_PATH, NO_ELEMENT};
+use crate::columns::{bit, Col, NOT_A_PATH, NO_ELEMENT};
 use crate::eval::Matched;
 use crate::postings::DimPostings;
 use crate::query::{as_bool, as_str, as_usize, bad, member};
@@ -335,32 +335,44 @@ fn numeric_counts(
             f64::NEG_INFINITY,
         )
     };
-    let (per_segment, mut per_range, lo, hi) = counted
-        .docs()
-        .par_chunks(16_384)
-        .map(|part| {
+    // tasks of whole chunks: each chunk's column is looked up once, then read directly
+    const CHUNKS_PER_TASK: usize = 32;
+    let tasks = snap.chunks().len().div_ceil(CHUNKS_PER_TASK);
+    let (per_segment, mut per_range, lo, hi) = (0..tasks)
+        .into_par_iter()
+        .map(|task| {
             let (mut seg, mut multi, mut lo, mut hi) = empty();
             let mut xs: Vec<f64> = Vec::new();
-            let mut chunk = usize::MAX;
-            let mut cols = None;
-            for &d in part {
-                let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
-                if c != chunk {
-                    chunk = c;
-                    cols = snap.chunk_cols(c);
-                }
-                xs.clear();
-                match cols.and_then(|cc| cc.get(di, i)) {
-                    Some(ColValue::Num(Some(x))) => {
-                        lo = lo.min(x);
-                        hi = hi.max(x);
-                        if let Some(s) = table.segment(x) {
-                            seg[s] += 1;
+            let first = task * CHUNKS_PER_TASK;
+            for c in first..(first + CHUNKS_PER_TASK).min(snap.chunks().len()) {
+                let base = (c * crate::CHUNK) as u32;
+                let docs = counted
+                    .set
+                    .range(base..base.saturating_add(crate::CHUNK as u32));
+                let column = match snap.chunk_cols(c).and_then(|cc| cc.col(di)) {
+                    Some(Col::Num { v, multi, .. }) => Some((v, multi)),
+                    _ => None,
+                };
+                for d in docs {
+                    let i = (d - base) as usize;
+                    match column {
+                        Some((v, m)) if !bit(m, i) => {
+                            let x = v[i];
+                            if x.is_nan() {
+                                continue; // no value
+                            }
+                            lo = lo.min(x);
+                            hi = hi.max(x);
+                            if let Some(s) = table.segment(x) {
+                                seg[s] += 1;
+                            }
+                            continue;
                         }
-                        continue;
+                        _ => {}
                     }
-                    Some(_) => continue,
-                    None => match snap
+                    // several values (or no column): from the row
+                    xs.clear();
+                    match snap
                         .doc(d)
                         .and_then(|d| d.values.get(di))
                         .and_then(|v| v.as_ref())
@@ -368,15 +380,15 @@ fn numeric_counts(
                         Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
                         Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
                         _ => continue,
-                    },
-                }
-                for &x in &xs {
-                    lo = lo.min(x);
-                    hi = hi.max(x);
-                }
-                for (r, n) in spec.ranges.iter().zip(multi.iter_mut()) {
-                    if xs.iter().any(|x| r.interval.contains(*x)) {
-                        *n += 1;
+                    }
+                    for &x in &xs {
+                        lo = lo.min(x);
+                        hi = hi.max(x);
+                    }
+                    for (r, n) in spec.ranges.iter().zip(multi.iter_mut()) {
+                        if xs.iter().any(|x| r.interval.contains(*x)) {
+                            *n += 1;
+                        }
                     }
                 }
             }
@@ -768,9 +780,17 @@ mod tests {
     }
 
     fn snapshot(docs: &[DocSpec]) -> Snapshot {
+        snapshot_after(0, docs)
+    }
+
+    /// The documents, after `pad` without values (so that they can straddle chunks).
+    fn snapshot_after(pad: usize, docs: &[DocSpec]) -> Snapshot {
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
         let mut w = IndexWriter::new();
         let mut b = w.begin(&Snapshot::empty(dims));
+        for i in 0..pad {
+            b.upsert(&format!("a{i:04}"), &Record::default());
+        }
         for (i, (m, t, k, wv, n)) in docs.iter().enumerate() {
             let mut r = Vec::new();
             let mut put = |name: &str, v: String| r.push((name.to_string(), Value::Str(v)));
@@ -849,13 +869,17 @@ mod tests {
             mut docs in prop::collection::vec(doc_spec(), 1..80),
             pick in prop::collection::vec(any::<bool>(), 80),
             one_tree_element in any::<bool>(),
+            pad in prop_oneof![Just(0usize), 960usize..1030],
         ) {
             if one_tree_element {
                 // every document at its only element, none read from a row
                 docs.iter_mut().for_each(|d| d.1.truncate(1));
             }
-            let snap = snapshot(&docs);
-            let chosen: Vec<u32> = (0..docs.len() as u32).filter(|&d| pick[d as usize]).collect();
+            let snap = snapshot_after(pad, &docs);
+            let chosen: Vec<u32> = (0..docs.len() as u32)
+                .filter(|&d| pick[d as usize])
+                .map(|d| d + pad as u32)
+                .collect();
             let counted = Counted::of(chosen.iter().copied().collect());
             for di in 0..snap.dims.len() {
                 let got = bucket_counts(&snap, &snap.dims.dims[di], di, &counted);
