@@ -208,19 +208,20 @@ impl ChunkScores {
 }
 
 impl Criterion {
-    /// A geo criterion that cannot cull and keeps its own exactness:
-    /// its outcome never decreases as the distance shrinks, so a distance bounded from
+    /// A geo criterion that cannot cull, keeps its own exactness and gives exact points
+    /// at least what any other point gets (`exactRelevance` ≥ `fuzzyRelevance`): its
+    /// outcome never decreases as the distance shrinks, so a distance bounded from
     /// below bounds the outcome from above (`ChunkScores::defer`).
     fn deferrable(&self) -> bool {
         !self.cull
             && !self.exact_match
             && matches!(
                 &self.node,
-                Node::Leaf(Leaf {
+                Node::Leaf(leaf @ Leaf {
                     dim: Some(_),
                     matcher: Matcher::Geo { cull: None, .. },
                     ..
-                })
+                }) if leaf.exact_rel >= leaf.fuzzy_rel
             )
     }
 
