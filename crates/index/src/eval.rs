@@ -13,7 +13,7 @@ use crate::candidates::candidates;
 use crate::criteria::{Criterion, EvalCtx, Matcher, Node};
 #[cfg(test)]
 use crate::criteria::{ItemRef, WeightedMean};
-use crate::exact::exact_results;
+use crate::exact::{exact_results, from_set};
 use crate::kernels::{ChunkScores, ChunkView};
 use crate::Snapshot;
 
@@ -56,7 +56,7 @@ pub struct Results {
     pub exact_count: usize,
     /// Every result's doc number (`Want::TopAndMatched`).
     pub matched: Option<Matched>,
-    ctx: EvalCtx,
+    pub(crate) ctx: EvalCtx,
 }
 
 /// The doc numbers of every result, exact and not: what facets and drillDown count
@@ -129,7 +129,7 @@ pub enum Want {
 }
 
 /// The best `k` hits seen so far (a max-heap whose top is the worst kept), and counts.
-struct TopK {
+pub(crate) struct TopK {
     k: usize,
     heap: BinaryHeap<Ranked>,
     total: usize,
@@ -157,7 +157,7 @@ impl Ord for Ranked {
 }
 
 impl TopK {
-    fn new(k: usize, collect: bool) -> TopK {
+    pub(crate) fn new(k: usize, collect: bool) -> TopK {
         TopK {
             k,
             heap: BinaryHeap::with_capacity(k.min(4096) + 1),
@@ -171,7 +171,7 @@ impl TopK {
     /// then.
     /// `id_key`: the document's, from its chunk's column (its row is read only when
     /// it is kept, or ties on that key).
-    fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
+    pub(crate) fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
         self.total += 1;
         self.exact += exact as usize;
         if let Some(m) = &mut self.matched {
@@ -214,6 +214,31 @@ impl TopK {
             self.offer_hit(h.0);
         }
         self
+    }
+
+    /// The id key of the worst hit kept, once `k` are.
+    pub(crate) fn worst_id_key(&self) -> Option<u64> {
+        let worst = self.heap.peek()?;
+        (self.heap.len() == self.k).then_some(worst.0.id_key)
+    }
+
+    /// The hits kept, in order, and the counts.
+    pub(crate) fn into_results(mut self, ctx: EvalCtx) -> Results {
+        let matched = self.matched.take().map(MatchedDocs::into_matched);
+        let (total, exact_count) = (self.total, self.exact);
+        Results {
+            hits: self.into_hits(),
+            total,
+            exact_count,
+            matched,
+            ctx,
+        }
+    }
+
+    /// The hits kept, in order.
+    pub(crate) fn into_hits(self) -> Vec<Hit> {
+        let sorted = self.heap.into_sorted_vec();
+        sorted.into_iter().map(|r| r.0).collect()
     }
 
     fn offer_hit(&mut self, h: Hit) {
@@ -364,11 +389,11 @@ pub struct Filter<'a> {
 
 impl Filter<'_> {
     /// Whether every document is admitted: then a scan need not read documents' ids.
-    fn admits_all(&self) -> bool {
+    pub(crate) fn admits_all(&self) -> bool {
         self.items.is_none() && self.not_items.is_none_or(|s| s.is_empty())
     }
 
-    fn admits(&self, doc: &crate::Doc) -> bool {
+    pub(crate) fn admits(&self, doc: &crate::Doc) -> bool {
         if let Some(items) = self.items {
             if !items.contains(&*doc.id) {
                 return false;
@@ -384,7 +409,7 @@ impl Filter<'_> {
 }
 
 /// What a scan hands every result to, one per parallel part.
-trait Sink: Send {
+pub(crate) trait Sink: Send {
     fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64);
     fn merge(self, other: Self) -> Self;
     /// What a result must beat, in (exactness, relevance), to be kept by `offer`
@@ -546,166 +571,6 @@ fn scan<S: Sink>(
     }
 }
 
-/// Hands every document of `set` — results, all exact, of relevance `r` — that the filter
-/// admits to a sink made by `make`, in parallel over ranges of documents when there are
-/// many.
-fn scan_set<S: Sink>(
-    snap: &Snapshot,
-    set: &RoaringBitmap,
-    r: f64,
-    filter: &Filter<'_>,
-    make: impl Fn() -> S + Sync + Send,
-) -> S {
-    let admit_all = filter.admits_all();
-    let run = |mut sink: S, docs: std::ops::Range<u32>| {
-        let mut chunk_no = usize::MAX;
-        let (mut chunk, mut cols) = (None, None);
-        for n in set.range(docs) {
-            let (c, i) = (n as usize / crate::CHUNK, n as usize % crate::CHUNK);
-            if c != chunk_no {
-                chunk_no = c;
-                chunk = snap.chunks().get(c);
-                cols = snap.chunk_cols(c);
-            }
-            let Some(Some(doc)) = chunk.and_then(|ch| ch.docs.get(i)) else {
-                continue;
-            };
-            if admit_all || filter.admits(doc) {
-                let id_key = cols.map_or(doc.id_key, |c| c.id_key(i));
-                sink.offer(n, doc, id_key, true, r);
-            }
-        }
-        sink
-    };
-    const PER_TASK: u64 = 65_536;
-    if set.len() <= PER_TASK {
-        return run(make(), 0..u32::MAX);
-    }
-    // ranges of whole chunks holding about PER_TASK members each
-    let span = (snap.chunks().len() * crate::CHUNK) as u64;
-    let parts = set
-        .len()
-        .div_ceil(PER_TASK)
-        .min(span / crate::CHUNK as u64)
-        .max(1);
-    let step = (span / parts).div_ceil(crate::CHUNK as u64) * crate::CHUNK as u64;
-    (0..parts)
-        .into_par_iter()
-        .map(|p| {
-            let lo = (p * step).min(u32::MAX as u64) as u32;
-            let hi = if p + 1 == parts {
-                u32::MAX
-            } else {
-                ((p + 1) * step).min(u32::MAX as u64) as u32
-            };
-            run(make(), lo..hi)
-        })
-        .reduce(&make, S::merge)
-}
-
-/// The `k` members of `set` with the smallest ids, as hits of relevance `r`, in order:
-/// a chunk none of whose ids can come before the `k` found so far is skipped whole (the
-/// ids of documents loaded in id order are met in doc order, and then nearly every
-/// chunk is).
-fn first_by_id(snap: &Snapshot, set: &RoaringBitmap, r: f64, k: usize) -> Vec<Hit> {
-    let mut top = TopK::new(k, false);
-    if k == 0 {
-        return Vec::new();
-    }
-    let mut next = 0u32;
-    while let Some(first) = set.range(next..).next() {
-        let c = first as usize / crate::CHUNK;
-        let end = u32::try_from((c + 1) * crate::CHUNK).unwrap_or(u32::MAX);
-        let cols = snap.chunk_cols(c);
-        let passed = match (top.heap.peek(), cols) {
-            // (equal keys may still be smaller ids)
-            (Some(worst), Some(cols)) if top.heap.len() == k => cols.min_id_key() > worst.0.id_key,
-            _ => false,
-        };
-        if !passed {
-            if let Some(chunk) = snap.chunks().get(c) {
-                for n in set.range(first..end) {
-                    let i = n as usize % crate::CHUNK;
-                    if let Some(Some(doc)) = chunk.docs.get(i) {
-                        let id_key = cols.map_or(doc.id_key, |cc| cc.id_key(i));
-                        top.offer(n, doc, id_key, true, r);
-                    }
-                }
-            }
-        }
-        if end == u32::MAX {
-            break;
-        }
-        next = end;
-    }
-    top.heap
-        .into_sorted_vec()
-        .into_iter()
-        .map(|r| r.0)
-        .collect()
-}
-
-/// `Results` for a request whose results are exactly `set`, all exact with relevance `r`
-/// (`exact::exact_results`).
-fn from_set(
-    snap: &Snapshot,
-    set: &RoaringBitmap,
-    r: f64,
-    filter: &Filter<'_>,
-    want: Want,
-    ctx: EvalCtx,
-) -> Results {
-    let (k, collect) = match want {
-        Want::Top(k) | Want::TopAndMatched(k) if filter.admits_all() => {
-            // every member a result: the counts are the set's, the page its first ids
-            let total = set.len() as usize;
-            let matched = (want != Want::Top(k)).then(|| Matched {
-                exact: set.clone(),
-                other: RoaringBitmap::new(),
-            });
-            return Results {
-                hits: first_by_id(snap, set, r, k),
-                total,
-                exact_count: total,
-                matched,
-                ctx,
-            };
-        }
-        Want::Top(k) => (k, false),
-        Want::TopAndMatched(k) => (k, true),
-        Want::All | Want::Sorted => {
-            let mut hits: Vec<Hit> = scan_set(snap, set, r, filter, Vec::new);
-            if want == Want::Sorted {
-                // one relevance: the id order
-                hits.par_sort_unstable_by(default_order);
-            }
-            let total = hits.len();
-            return Results {
-                hits,
-                total,
-                exact_count: total,
-                matched: None,
-                ctx,
-            };
-        }
-    };
-    let top = scan_set(snap, set, r, filter, || TopK::new(k, collect));
-    let hits: Vec<Hit> = top
-        .heap
-        .into_sorted_vec()
-        .into_iter()
-        .map(|r| r.0)
-        .collect();
-    let matched = top.matched.map(MatchedDocs::into_matched);
-    Results {
-        hits,
-        total: top.total,
-        exact_count: top.exact,
-        matched,
-        ctx,
-    }
-}
-
 /// Evaluates `criteria` for every item of `snap`.
 pub fn evaluate(
     snap: &Snapshot,
@@ -744,20 +609,7 @@ pub fn evaluate(
         let top = scan(snap, candidates.as_deref(), frozen, &ctx, filter, || {
             TopK::new(k, collect)
         });
-        let hits: Vec<Hit> = top
-            .heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|r| r.0)
-            .collect();
-        let matched = top.matched.map(MatchedDocs::into_matched);
-        return Results {
-            hits,
-            total: top.total,
-            exact_count: top.exact,
-            matched,
-            ctx,
-        };
+        return top.into_results(ctx);
     }
     let mut hits: Vec<Hit> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
     let exact_count = hits.iter().filter(|h| h.exact).count();

@@ -7,10 +7,12 @@
 //! scored. `eval.rs` hands the set to its sinks as a scan would, and the evaluation
 //! property test (`candidates.rs`) holds it equal, to the bit, to an item-by-item scan.
 
+use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::candidates::within;
 use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
+use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
 use crate::postings::{numeric_key, DimPostings, NUMERIC_MANTISSA_BITS};
 use crate::Snapshot;
 use discern_dimensions::{DimensionKind, Interval, NumericKind};
@@ -275,6 +277,148 @@ fn members_exact_on(
         }
     }
     out
+}
+
+/// Hands every document of `set` — results, all exact, of relevance `r` — that the filter
+/// admits to a sink made by `make`, in parallel over ranges of documents when there are
+/// many.
+fn scan_set<S: Sink>(
+    snap: &Snapshot,
+    set: &RoaringBitmap,
+    r: f64,
+    filter: &Filter<'_>,
+    make: impl Fn() -> S + Sync + Send,
+) -> S {
+    let admit_all = filter.admits_all();
+    let run = |mut sink: S, docs: std::ops::Range<u32>| {
+        let mut chunk_no = usize::MAX;
+        let (mut chunk, mut cols) = (None, None);
+        for n in set.range(docs) {
+            let (c, i) = (n as usize / crate::CHUNK, n as usize % crate::CHUNK);
+            if c != chunk_no {
+                chunk_no = c;
+                chunk = snap.chunks().get(c);
+                cols = snap.chunk_cols(c);
+            }
+            let Some(Some(doc)) = chunk.and_then(|ch| ch.docs.get(i)) else {
+                continue;
+            };
+            if admit_all || filter.admits(doc) {
+                let id_key = cols.map_or(doc.id_key, |c| c.id_key(i));
+                sink.offer(n, doc, id_key, true, r);
+            }
+        }
+        sink
+    };
+    const PER_TASK: u64 = 65_536;
+    if set.len() <= PER_TASK {
+        return run(make(), 0..u32::MAX);
+    }
+    // ranges of whole chunks holding about PER_TASK members each
+    let span = (snap.chunks().len() * crate::CHUNK) as u64;
+    let parts = set
+        .len()
+        .div_ceil(PER_TASK)
+        .min(span / crate::CHUNK as u64)
+        .max(1);
+    let step = (span / parts).div_ceil(crate::CHUNK as u64) * crate::CHUNK as u64;
+    (0..parts)
+        .into_par_iter()
+        .map(|p| {
+            let lo = (p * step).min(u32::MAX as u64) as u32;
+            let hi = if p + 1 == parts {
+                u32::MAX
+            } else {
+                ((p + 1) * step).min(u32::MAX as u64) as u32
+            };
+            run(make(), lo..hi)
+        })
+        .reduce(&make, S::merge)
+}
+
+/// The `k` members of `set` with the smallest ids, as hits of relevance `r`, in order:
+/// a chunk none of whose ids can come before the `k` found so far is skipped whole (the
+/// ids of documents loaded in id order are met in doc order, and then nearly every
+/// chunk is).
+fn first_by_id(snap: &Snapshot, set: &RoaringBitmap, r: f64, k: usize) -> Vec<Hit> {
+    let mut top = TopK::new(k, false);
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut next = 0u32;
+    while let Some(first) = set.range(next..).next() {
+        let c = first as usize / crate::CHUNK;
+        let end = u32::try_from((c + 1) * crate::CHUNK).unwrap_or(u32::MAX);
+        let cols = snap.chunk_cols(c);
+        // (equal keys may still be smaller ids)
+        let passed = matches!(
+            (top.worst_id_key(), cols),
+            (Some(worst), Some(cols)) if cols.min_id_key() > worst
+        );
+        if !passed {
+            if let Some(chunk) = snap.chunks().get(c) {
+                for n in set.range(first..end) {
+                    let i = n as usize % crate::CHUNK;
+                    if let Some(Some(doc)) = chunk.docs.get(i) {
+                        let id_key = cols.map_or(doc.id_key, |cc| cc.id_key(i));
+                        top.offer(n, doc, id_key, true, r);
+                    }
+                }
+            }
+        }
+        if end == u32::MAX {
+            break;
+        }
+        next = end;
+    }
+    top.into_hits()
+}
+
+/// `Results` for a request whose results are exactly `set`, all exact with relevance `r`
+/// (`exact::exact_results`).
+pub(crate) fn from_set(
+    snap: &Snapshot,
+    set: &RoaringBitmap,
+    r: f64,
+    filter: &Filter<'_>,
+    want: Want,
+    ctx: EvalCtx,
+) -> Results {
+    let (k, collect) = match want {
+        Want::Top(k) | Want::TopAndMatched(k) if filter.admits_all() => {
+            // every member a result: the counts are the set's, the page its first ids
+            let total = set.len() as usize;
+            let matched = (want != Want::Top(k)).then(|| Matched {
+                exact: set.clone(),
+                other: RoaringBitmap::new(),
+            });
+            return Results {
+                hits: first_by_id(snap, set, r, k),
+                total,
+                exact_count: total,
+                matched,
+                ctx,
+            };
+        }
+        Want::Top(k) => (k, false),
+        Want::TopAndMatched(k) => (k, true),
+        Want::All | Want::Sorted => {
+            let mut hits: Vec<Hit> = scan_set(snap, set, r, filter, Vec::new);
+            if want == Want::Sorted {
+                // one relevance: the id order
+                hits.par_sort_unstable_by(default_order);
+            }
+            let total = hits.len();
+            return Results {
+                hits,
+                total,
+                exact_count: total,
+                matched: None,
+                ctx,
+            };
+        }
+    };
+    scan_set(snap, set, r, filter, || TopK::new(k, collect)).into_results(ctx)
 }
 
 #[cfg(test)]
