@@ -135,10 +135,21 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
 
 /// A superset of the documents with a value in `set`: those in the buckets it overlaps.
 fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
+    numeric_buckets(post, set)
+        .into_iter()
+        .map(|(_, b)| b)
+        .union()
+}
+
+/// The numeric buckets overlapping `set` (key, documents), in key order: one key range.
+pub(crate) fn numeric_buckets<'p>(
+    post: &'p DimPostings,
+    set: &Interval,
+) -> Vec<(&'p [u8], &'p RoaringBitmap)> {
     let key = |x: Option<f64>| x.filter(|x| !x.is_nan()).map(numeric_key);
     let (lo, hi) = (key(set.lo), key(set.hi));
     if matches!((lo, hi), (Some(lo), Some(hi)) if lo > hi) {
-        return RoaringBitmap::new();
+        return Vec::new();
     }
     fn bound(k: &Option<[u8; 4]>) -> Bound<&[u8]> {
         k.as_ref()
@@ -146,8 +157,8 @@ fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
     }
     post.map
         .range::<_, [u8]>((bound(&lo), bound(&hi)))
-        .map(|(_, b)| &**b)
-        .union()
+        .map(|(k, b)| (&**k, &**b))
+        .collect()
 }
 
 /// A superset of the documents with a value whose relevance on `leaf` is above 0.
@@ -203,7 +214,7 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
     }
 }
 
-fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitmap {
+pub(crate) fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitmap {
     let keys: Vec<[u8; 4]> = elements.iter().map(|e| e.to_be_bytes()).collect();
     post.union(keys.iter().map(|k| k.as_slice()))
 }
@@ -271,6 +282,7 @@ mod tests {
     use discern_model::{Record, Value};
     use proptest::prelude::*;
     use serde_json::{json, Value as J};
+    use std::collections::HashSet;
     use std::sync::Arc;
 
     const DIMS: &[u8] = b"<dimensions>
@@ -535,20 +547,71 @@ mod tests {
         assert_eq!(results(&snap, body), vec![("i0037".to_string(), true)]);
     }
 
+    /// Where a request runs: the documents (after `pad` others), `exactMatchesOnly`, the
+    /// page end, and `items`/`notItems` as document numbers.
+    #[derive(Debug)]
+    struct Scene {
+        docs: Vec<DocSpec>,
+        exact_only: bool,
+        k: usize,
+        pad: usize,
+        only: Option<HashSet<usize>>,
+        not: Option<HashSet<usize>>,
+    }
+
+    fn scene() -> impl Strategy<Value = Scene> {
+        (
+            prop::collection::vec(doc_spec(), 1..60),
+            any::<bool>(),
+            0usize..12,
+            prop_oneof![Just(0usize), 1000usize..1100],
+            prop::option::of(prop::collection::hash_set(0usize..1200, 0..400)),
+            prop::option::of(prop::collection::hash_set(0usize..1200, 0..40)),
+        )
+            .prop_map(|(docs, exact_only, k, pad, only, not)| Scene {
+                docs,
+                exact_only,
+                k,
+                pad,
+                only,
+                not,
+            })
+    }
+
+    /// An exact point relevant below a farther one (`exactRelevance` < `fuzzyRelevance`)
+    /// cannot be scored from a distance bound: counted like a scan.
+    #[test]
+    fn geo_exact_below_fuzzy_counts_like_a_scan() {
+        let none: DocSpec = (vec![], vec![], None, vec![], vec![]);
+        let near: DocSpec = (vec![], vec![], Some((40.35, -74.54)), vec![], vec![]);
+        let criteria = vec![
+            json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0,
+                   "exactDistance": 77.3, "fuzzyRelevance": 0.5, "exactRelevance": 0.0}),
+            json!({"dimension": "g", "latitude": 40.0, "longitude": -75.0,
+                   "exactDistance": 0.0, "fuzzyRelevance": 0.0}),
+        ];
+        for k in [0, 1] {
+            let scene = Scene {
+                docs: vec![none.clone(), near.clone()],
+                exact_only: false,
+                k,
+                pad: 0,
+                only: None,
+                not: None,
+            };
+            equals_full_scan(criteria.clone(), scene).unwrap();
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
         /// Any request (`equals_full_scan`).
         #[test]
         fn pruned_equals_full_scan(
-            docs in prop::collection::vec(doc_spec(), 1..60),
             criteria in prop::collection::vec(criterion(), 1..4),
-            exact_only in any::<bool>(),
-            k in 0usize..12,
-            pad in prop_oneof![Just(0usize), 1000usize..1100],
-            only in prop::option::of(prop::collection::hash_set(0usize..1200, 0..400)),
-            not in prop::option::of(prop::collection::hash_set(0usize..1200, 0..40)),
+            scene in scene(),
         ) {
-            equals_full_scan(&docs, criteria, exact_only, k, pad, only, not)?;
+            equals_full_scan(criteria, scene)?;
         }
     }
 
@@ -558,15 +621,10 @@ mod tests {
         /// The same for requests mostly answered from sets of documents (`exact.rs`).
         #[test]
         fn set_answers_equal_full_scan(
-            docs in prop::collection::vec(doc_spec(), 1..60),
             criteria in prop::collection::vec(set_criterion(), 0..3),
-            exact_only in any::<bool>(),
-            k in 0usize..12,
-            pad in prop_oneof![Just(0usize), 1000usize..1100],
-            only in prop::option::of(prop::collection::hash_set(0usize..1200, 0..400)),
-            not in prop::option::of(prop::collection::hash_set(0usize..1200, 0..40)),
+            scene in scene(),
         ) {
-            equals_full_scan(&docs, criteria, exact_only, k, pad, only, not)?;
+            equals_full_scan(criteria, scene)?;
         }
     }
 
@@ -574,21 +632,21 @@ mod tests {
     /// columns and keeping only the top never changes a result: the hits equal an
     /// item-by-item scan of the rows, in the same order, with bit-identical relevance and
     /// the same counts.
-    fn equals_full_scan(
-        docs: &[DocSpec],
-        criteria: Vec<J>,
-        exact_only: bool,
-        k: usize,
-        pad: usize,
-        only: Option<std::collections::HashSet<usize>>,
-        not: Option<std::collections::HashSet<usize>>,
-    ) -> Result<(), TestCaseError> {
-        let snap = snapshot(docs, pad);
-        let ids = |set: &Option<std::collections::HashSet<usize>>| {
+    fn equals_full_scan(criteria: Vec<J>, scene: Scene) -> Result<(), TestCaseError> {
+        let Scene {
+            docs,
+            exact_only,
+            k,
+            pad,
+            only,
+            not,
+        } = scene;
+        let snap = snapshot(&docs, pad);
+        let ids = |set: &Option<HashSet<usize>>| {
             set.as_ref().map(|s| {
                 s.iter()
                     .map(|i| format!("i{:04}", (i * 37) % 10_000))
-                    .collect::<std::collections::HashSet<String>>()
+                    .collect::<HashSet<String>>()
             })
         };
         let (only, not) = (ids(&only), ids(&not));

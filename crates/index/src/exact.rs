@@ -1,20 +1,25 @@
 //! Requests whose results are exactly a set of documents, all exact and all of one
 //! relevance: every top-level criterion a leaf whose exact documents the postings name
-//! exactly (has-a-value, keyword, tree/ordered/mutex, numeric intervals) and whose other
-//! documents are out — culled with relevance 0, or left out by `exactMatchesOnly`. Then
-//! the results are the intersection of the criteria's exact sets, every one of them gets
-//! Σ w·exactRelevance / Σ w, and the default order is the id order: no document is
-//! scored. `eval.rs` hands the set to its sinks as a scan would, and the evaluation
-//! property test (`candidates.rs`) holds it equal, to the bit, to an item-by-item scan.
+//! (has-a-value, keyword, tree/ordered/mutex; numeric intervals and geo distances up to
+//! the buckets or grid cells they cut, whose documents the criterion's own rule decides)
+//! and whose other documents are out — culled with relevance 0, beyond `cullDistance`,
+//! or left out by `exactMatchesOnly`. Then the results are the intersection of the
+//! criteria's exact sets, every one of them gets Σ w·exactRelevance / Σ w, and the
+//! default order is the id order: no document is scored. `from_set` turns the set into
+//! `Results` (the first page by id, skipping chunks); the evaluation property tests
+//! (`candidates.rs`) hold it equal, to the bit, to an item-by-item scan.
 
 use rayon::prelude::*;
-use roaring::RoaringBitmap;
+use roaring::{MultiOps, RoaringBitmap};
 
-use crate::candidates::within;
-use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
+use crate::candidates::{element_union, numeric_buckets, within};
+use crate::columns::ChunkCols;
+use crate::criteria::{
+    Criterion, ElementRule, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean,
+};
 use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
-use crate::postings::{numeric_key, DimPostings, NUMERIC_MANTISSA_BITS};
-use crate::Snapshot;
+use crate::postings::{DimPostings, NUMERIC_MANTISSA_BITS};
+use crate::{Doc, Snapshot};
 use discern_dimensions::{DimensionKind, Interval, NumericKind};
 
 /// Every result of `criteria` (prepared) and the relevance each one has, when the
@@ -153,21 +158,15 @@ fn exact_set<'a>(
         Matcher::Elements {
             only_not, table, ..
         } => {
-            let keys = |pick: fn(&crate::criteria::ElementRule) -> bool| -> Vec<[u8; 4]> {
-                table
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, rule)| pick(rule))
-                    .map(|(e, _)| (e as u32).to_be_bytes())
-                    .collect()
+            let elements = |pick: fn(&ElementRule) -> bool| -> Vec<u32> {
+                let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
+                picked.map(|(e, _)| e as u32).collect()
             };
-            let excluded = keys(|rule| rule.excluded);
-            let excluded = post.union(excluded.iter().map(|k| k.as_slice()));
+            let excluded = element_union(post, &elements(|rule| rule.excluded));
             let wanted = if *only_not {
                 (*post.has).clone()
             } else {
-                let exact = keys(|rule| rule.exact);
-                post.union(exact.iter().map(|k| k.as_slice()))
+                element_union(post, &elements(|rule| rule.exact))
             };
             (wanted - excluded).into()
         }
@@ -177,7 +176,7 @@ fn exact_set<'a>(
                 &snap.dims.dims[dim].kind,
                 DimensionKind::Numeric(spec) if matches!(spec.kind, NumericKind::Double)
             );
-            let (sure, cut) = numeric_buckets(post, set, whole);
+            let (sure, cut) = split_buckets(post, set, whole);
             Exact {
                 sure,
                 unsure: Some(Unsure { docs: cut, leaf }),
@@ -205,7 +204,12 @@ fn exact_set<'a>(
 fn bucket_extremes(key: &[u8]) -> Option<(f64, f64)> {
     let k = u32::from_be_bytes(key.try_into().ok()?) as u64;
     let shift = 52 - NUMERIC_MANTISSA_BITS;
-    let from_ordered = |o: u64| f64::from_bits(if o >> 63 == 1 { o & !(1 << 63) } else { !o });
+    let from_ordered = |o: u64| match f64::from_bits(if o >> 63 == 1 { o & !(1 << 63) } else { !o })
+    {
+        // -0.0 is keyed with 0.0: the bucket below ends at the largest negative double
+        x if x == 0.0 && x.is_sign_negative() => -f64::from_bits(1),
+        x => x,
+    };
     let (a, b) = (
         from_ordered(k << shift),
         from_ordered(k << shift | ((1 << shift) - 1)),
@@ -216,36 +220,21 @@ fn bucket_extremes(key: &[u8]) -> Option<(f64, f64)> {
 /// The documents with a value in `set`, from the postings: those of the buckets inside
 /// it, and those of the buckets it cuts (whose values must be checked). With `whole`
 /// (values are whole numbers) a bucket is inside when its whole numbers are.
-fn numeric_buckets(
+fn split_buckets(
     post: &DimPostings,
     set: &Interval,
     whole: bool,
 ) -> (RoaringBitmap, RoaringBitmap) {
-    let key = |x: Option<f64>| x.filter(|x| !x.is_nan()).map(numeric_key);
-    let (lo, hi) = (key(set.lo), key(set.hi));
-    if matches!((lo, hi), (Some(lo), Some(hi)) if lo > hi) {
-        return Default::default();
-    }
-    use std::ops::Bound;
-    let bound = |k: &Option<[u8; 4]>| match k {
-        Some(k) => Bound::Included(k.to_vec().into_boxed_slice()),
-        None => Bound::Unbounded,
-    };
-    let (mut inside, mut cut): (Vec<&RoaringBitmap>, Vec<&RoaringBitmap>) = Default::default();
-    for (k, docs) in post.map.range((bound(&lo), bound(&hi))) {
-        let all_in = bucket_extremes(k).is_some_and(|(a, b)| {
-            let (a, b) = if whole { (a.ceil(), b.floor()) } else { (a, b) };
-            // (a bucket holding no whole number holds no document)
-            a > b || set.contains(a) && set.contains(b)
+    let (inside, cut): (Vec<_>, Vec<_>) =
+        numeric_buckets(post, set).into_iter().partition(|(k, _)| {
+            bucket_extremes(k).is_some_and(|(a, b)| {
+                let (a, b) = if whole { (a.ceil(), b.floor()) } else { (a, b) };
+                // (a bucket holding no whole number holds no document)
+                a > b || set.contains(a) && set.contains(b)
+            })
         });
-        if all_in {
-            inside.push(docs);
-        } else {
-            cut.push(docs);
-        }
-    }
-    use roaring::MultiOps;
-    (inside.into_iter().union(), cut.into_iter().union())
+    let union = |buckets: Vec<(&[u8], &RoaringBitmap)>| buckets.into_iter().map(|(_, b)| b).union();
+    (union(inside), union(cut))
 }
 
 /// The members of `docs` that `leaf`'s rule finds exact.
@@ -256,27 +245,40 @@ fn members_exact_on(
     docs: &RoaringBitmap,
 ) -> RoaringBitmap {
     let mut out = RoaringBitmap::new();
-    let (mut chunk, mut cols) = (usize::MAX, None);
-    for n in docs {
-        let (c, i) = (n as usize / crate::CHUNK, n as usize % crate::CHUNK);
-        if c != chunk {
-            chunk = c;
-            cols = snap.chunk_cols(c);
-        }
-        let Some(doc) = snap.doc(n) else { continue };
-        let item = ItemRef {
-            doc,
-            n,
-            cols: cols.map(|cc| (cc, i)),
-        };
-        let o = leaf.eval(&item, ctx);
+    for_each_doc(snap, docs.iter(), |n, doc, cols| {
+        let o = leaf.eval(&ItemRef { doc, n, cols }, ctx);
         // (exact but beyond a `cullDistance` shorter than `exactDistance`: dropped)
         if o.exact && !o.culled {
-            // ascending: appended
-            out.push(n);
+            out.push(n); // ascending: appended
+        }
+    });
+    out
+}
+
+/// Calls `f` with each of `docs` (ascending) that holds a document: its number, the
+/// document, and its chunk's columns with its position there (each chunk looked up once).
+fn for_each_doc<'s>(
+    snap: &'s Snapshot,
+    docs: impl Iterator<Item = u32>,
+    mut f: impl FnMut(u32, &'s Doc, Option<(&'s ChunkCols, usize)>),
+) {
+    let (mut chunk_no, mut chunk, mut cols) = (usize::MAX, None, None);
+    for n in docs {
+        let (c, i) = (n as usize / crate::CHUNK, n as usize % crate::CHUNK);
+        if c != chunk_no {
+            chunk_no = c;
+            chunk = snap.chunks().get(c);
+            cols = snap.chunk_cols(c);
+        }
+        if let Some(Some(doc)) = chunk.and_then(|ch| ch.docs.get(i)) {
+            f(n, doc, cols.map(|cc| (cc, i)));
         }
     }
-    out
+}
+
+/// A document's `Doc::id_key`, from its chunk's column when there is one.
+fn id_key(doc: &Doc, cols: Option<(&ChunkCols, usize)>) -> u64 {
+    cols.map_or(doc.id_key, |(cc, i)| cc.id_key(i))
 }
 
 /// Hands every document of `set` — results, all exact, of relevance `r` — that the filter
@@ -291,23 +293,11 @@ fn scan_set<S: Sink>(
 ) -> S {
     let admit_all = filter.admits_all();
     let run = |mut sink: S, docs: std::ops::Range<u32>| {
-        let mut chunk_no = usize::MAX;
-        let (mut chunk, mut cols) = (None, None);
-        for n in set.range(docs) {
-            let (c, i) = (n as usize / crate::CHUNK, n as usize % crate::CHUNK);
-            if c != chunk_no {
-                chunk_no = c;
-                chunk = snap.chunks().get(c);
-                cols = snap.chunk_cols(c);
-            }
-            let Some(Some(doc)) = chunk.and_then(|ch| ch.docs.get(i)) else {
-                continue;
-            };
+        for_each_doc(snap, set.range(docs), |n, doc, cols| {
             if admit_all || filter.admits(doc) {
-                let id_key = cols.map_or(doc.id_key, |c| c.id_key(i));
-                sink.offer(n, doc, id_key, true, r);
+                sink.offer(n, doc, id_key(doc, cols), true, r);
             }
-        }
+        });
         sink
     };
     const PER_TASK: u64 = 65_536;
@@ -356,15 +346,9 @@ fn first_by_id(snap: &Snapshot, set: &RoaringBitmap, r: f64, k: usize) -> Vec<Hi
             (Some(worst), Some(cols)) if cols.min_id_key() > worst
         );
         if !passed {
-            if let Some(chunk) = snap.chunks().get(c) {
-                for n in set.range(first..end) {
-                    let i = n as usize % crate::CHUNK;
-                    if let Some(Some(doc)) = chunk.docs.get(i) {
-                        let id_key = cols.map_or(doc.id_key, |cc| cc.id_key(i));
-                        top.offer(n, doc, id_key, true, r);
-                    }
-                }
-            }
+            for_each_doc(snap, set.range(first..end), |n, doc, cols| {
+                top.offer(n, doc, id_key(doc, cols), true, r)
+            });
         }
         if end == u32::MAX {
             break;
@@ -424,6 +408,7 @@ pub(crate) fn from_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::postings::numeric_key;
     use crate::test_support::put_strings;
     use crate::{parse_query, IndexWriter};
     use discern_dimensions::Dimensions;
