@@ -8,7 +8,9 @@
 //! (big-endian u32); text `field (big-endian u16) ++ token`, and for a token repeated in
 //! a field its *level* keys `field | LEVEL_BIT (big-endian u16) ++ k ++ token`, one per
 //! k in 2..=tf (at most `MAX_LEVEL`): the documents holding the token at least k times,
-//! so that BM25 reads term frequencies from postings, not from rows; geoloc grid cells of
+//! so that BM25 reads term frequencies from postings, not from rows, and per field the
+//! documents of each class of field lengths (`text_length_key`), so that a score can be
+//! bounded from sets; geoloc grid cells of
 //! `CELL_DEG` degrees; numeric values' buckets (`numeric_key`), so that a range criterion
 //! narrows to the buckets it overlaps.
 
@@ -144,6 +146,45 @@ pub(crate) fn text_level_key(field: usize, level: u8, token: &str) -> Vec<u8> {
     k
 }
 
+/// The key of the documents whose field `field` is `class` long (`length_class`):
+/// `field | LEVEL_BIT (big-endian u16) ++ 0 ++ class (big-endian u16)` — beside the level
+/// keys, whose levels start at 2. They bound a document's BM25 score without reading it
+/// (`ranked.rs`).
+pub(crate) fn text_length_key(field: usize, class: u16) -> [u8; 5] {
+    let [f0, f1] = (field as u16 | LEVEL_BIT).to_be_bytes();
+    let [c0, c1] = class.to_be_bytes();
+    [f0, f1, 0, c0, c1]
+}
+
+/// Field lengths below this are classes of their own.
+const EXACT_LENGTHS: usize = 16;
+
+/// The class of a field length (in tokens, at least 1): itself below `EXACT_LENGTHS`,
+/// then eight classes per power of two, so that a class's longest length is at most
+/// 1.125 times its shortest.
+pub(crate) fn length_class(len: usize) -> u16 {
+    if len < EXACT_LENGTHS {
+        return len as u16;
+    }
+    let e = usize::BITS - 1 - len.leading_zeros(); // >= 4
+    let m = (len >> (e - 3)) & 7;
+    (EXACT_LENGTHS + (e as usize - 4) * 8 + m) as u16
+}
+
+/// The shortest and longest field length of a class (`length_class` inverted).
+pub(crate) fn length_class_bounds(class: u16) -> (usize, usize) {
+    let c = class as usize;
+    if c < EXACT_LENGTHS {
+        return (c, c);
+    }
+    let (e, m) = ((c - EXACT_LENGTHS) / 8 + 4, (c - EXACT_LENGTHS) % 8);
+    if e >= usize::BITS as usize {
+        return (usize::MAX, usize::MAX);
+    }
+    let lo = (8 + m) << (e - 3);
+    (lo, lo + (1 << (e - 3)) - 1)
+}
+
 /// The keys of `value`, sorted and distinct, as ranges of `arena` (no allocation per key
 /// once the buffers have grown).
 struct KeyBuf {
@@ -170,8 +211,17 @@ impl KeyBuf {
         match value {
             Some(v) => {
                 self.fill_unsorted(v);
-                if let IndexedValue::Text(_) = v {
+                if let IndexedValue::Text(fields) = v {
                     self.push_levels();
+                    for fi in 0..fields.groups() {
+                        let n = fields.group_range(fi).len();
+                        if n > 0 {
+                            let at = self.arena.len() as u32;
+                            let key = text_length_key(fi, length_class(n));
+                            self.arena.extend_from_slice(&key);
+                            self.spans.push((at, self.arena.len() as u32));
+                        }
+                    }
                 }
             }
             None => {
@@ -295,10 +345,17 @@ pub(crate) fn build(
                         stats.resize(fields.groups(), (0, 0));
                     }
                     for (fi, st) in stats.iter_mut().enumerate().take(fields.groups()) {
-                        let n = fields.group_range(fi).len();
-                        if n > 0 {
-                            st.0 += n as u64;
+                        let len = fields.group_range(fi).len();
+                        if len > 0 {
+                            st.0 += len as u64;
                             st.1 += 1;
+                            let key = text_length_key(fi, length_class(len));
+                            match map.get_mut(&key[..]) {
+                                Some((list, _)) => list.push(n),
+                                None => {
+                                    map.insert(key[..].into(), (vec![n], 1));
+                                }
+                            }
                         }
                     }
                 }
@@ -820,6 +877,19 @@ mod tests {
                     .filter(|(_, v)| matches!(&v[1], Some(IndexedValue::Ints(xs)) if xs.contains(&x)))
                     .map(|(d, _)| *d).collect();
                 prop_assert_eq!(pn.get(&numeric_key(x as f64)).cloned().unwrap_or_default(), want);
+            }
+        }
+
+        /// A length's class holds it, spans at most 1.125 times its shortest length, and
+        /// classes are ordered as lengths are.
+        #[test]
+        fn length_classes_hold_their_lengths(len in 1usize..1 << 40, other in 1usize..1 << 40) {
+            let class = length_class(len);
+            let (lo, hi) = length_class_bounds(class);
+            prop_assert!(lo <= len && len <= hi, "{} not in class {} = [{}, {}]", len, class, lo, hi);
+            prop_assert!(hi as f64 <= lo as f64 * 1.125, "class {} = [{}, {}]", class, lo, hi);
+            if len <= other {
+                prop_assert!(class <= length_class(other));
             }
         }
 
