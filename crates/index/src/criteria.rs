@@ -723,6 +723,7 @@ pub struct ItemRef<'a> {
 }
 
 /// Per-query facts the rules need: numeric scales from the dimension spans.
+#[derive(Clone)]
 pub struct EvalCtx {
     pub scales: Vec<f64>,
 }

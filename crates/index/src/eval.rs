@@ -15,6 +15,7 @@ use crate::criteria::{Criterion, EvalCtx, Matcher, Node};
 use crate::criteria::{ItemRef, WeightedMean};
 use crate::exact::{exact_results, from_set};
 use crate::kernels::{ChunkScores, ChunkView};
+use crate::ranked::ranked_results;
 use crate::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -28,7 +29,7 @@ pub struct Hit {
 }
 
 impl Hit {
-    fn new(n: u32, doc: &crate::Doc, exact: bool, r: f64) -> Hit {
+    pub(crate) fn new(n: u32, doc: &crate::Doc, exact: bool, r: f64) -> Hit {
         Hit {
             doc: n,
             id: doc.id.clone(),
@@ -300,12 +301,14 @@ pub fn text_terms(criteria: &[Criterion]) -> Vec<(usize, usize, Vec<String>)> {
     out
 }
 
-fn prepare(criteria: &mut [Criterion], snap: &Snapshot, scales: &mut Vec<f64>) {
+/// Prepares every criterion for evaluation, text criteria only with `text` (they score
+/// every document holding a word: `ranked.rs` may not need that).
+fn prepare(criteria: &mut [Criterion], snap: &Snapshot, scales: &mut Vec<f64>, text: bool) {
     for c in criteria {
         match &mut c.node {
-            Node::Group { children, .. } => prepare(children, snap, scales),
+            Node::Group { children, .. } => prepare(children, snap, scales, text),
             Node::Leaf(leaf) => match (&mut leaf.matcher, leaf.dim) {
-                (Matcher::Text(t), Some(d)) => t.prepare(snap, d),
+                (Matcher::Text(t), Some(d)) if text => t.prepare(snap, d),
                 (Matcher::Keyword { values, not, docs }, Some(d)) => {
                     if let Some(post) = snap.postings(d) {
                         *docs = Some((
@@ -345,6 +348,20 @@ fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
         }
     });
     span.max(1.0) / 10.0
+}
+
+/// Prepares the text criteria (`prepare` with `text`, the rest done).
+fn prepare_text(criteria: &mut [Criterion], snap: &Snapshot) {
+    for c in criteria {
+        match &mut c.node {
+            Node::Group { children, .. } => prepare_text(children, snap),
+            Node::Leaf(leaf) => {
+                if let (Matcher::Text(t), Some(d)) = (&mut leaf.matcher, leaf.dim) {
+                    t.prepare(snap, d);
+                }
+            }
+        }
+    }
 }
 
 /// Calls `f` on every text matcher in the criteria tree.
@@ -579,7 +596,7 @@ pub fn evaluate(
     want: Want,
 ) -> Results {
     let mut scales = vec![0.0; snap.dims.len()];
-    prepare(criteria, snap, &mut scales);
+    prepare(criteria, snap, &mut scales, false);
     let ctx = EvalCtx { scales };
     let mut has_text = false;
     for_each_text(criteria, &mut |_| has_text = true);
@@ -587,6 +604,11 @@ pub fn evaluate(
         if let Some((set, r)) = exact_results(snap, criteria, &ctx, filter.exact_only) {
             return from_set(snap, &set, r, filter, want, ctx);
         }
+    } else {
+        if let Some(results) = ranked_results(snap, criteria, &ctx, filter, want) {
+            return results;
+        }
+        prepare_text(criteria, snap);
     }
     let mut candidates: Option<Vec<u32>> =
         candidates(snap, criteria, filter.exact_only).map(|c| c.iter().collect());
@@ -635,7 +657,7 @@ pub(crate) fn reference_hits(
     filter: &Filter<'_>,
 ) -> Vec<Hit> {
     let mut scales = vec![0.0; snap.dims.len()];
-    prepare(criteria, snap, &mut scales);
+    prepare(criteria, snap, &mut scales, true);
     let ctx = EvalCtx { scales };
     let mut hits: Vec<Hit> = Vec::new();
     for (c, chunk) in snap.chunks().iter().enumerate() {

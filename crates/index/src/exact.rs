@@ -32,7 +32,7 @@ pub(crate) fn exact_results(
     exact_only: bool,
 ) -> Option<(RoaringBitmap, f64)> {
     let mut mean = WeightedMean::default();
-    let mut sets: Vec<Exact<'_>> = Vec::with_capacity(criteria.len());
+    let mut leaves: Vec<&Leaf> = Vec::with_capacity(criteria.len());
     let mut culled_all = false;
     for c in criteria {
         let Node::Leaf(leaf) = &c.node else {
@@ -47,18 +47,42 @@ pub(crate) fn exact_results(
         if !(exact_only || (c.cull || alone) && others_score_zero(leaf)) {
             return None;
         }
-        let Some(dim) = leaf.dim else {
-            // `{"dimension": ""}`: every item, exact, relevance 1
-            mean.add(c.weight, 1.0);
-            continue;
-        };
-        // (postings not built yet: scored instead)
-        sets.push(exact_set(snap, dim, leaf, snap.postings(dim)?)?);
-        mean.add(c.weight, leaf.exact_rel);
-        culled_all |= c.cull && leaf.exact_rel == 0.0;
+        // (`{"dimension": ""}`: every item, exact, relevance 1)
+        mean.add(
+            c.weight,
+            if leaf.dim.is_some() {
+                leaf.exact_rel
+            } else {
+                1.0
+            },
+        );
+        leaves.push(leaf);
+        culled_all |= c.cull && leaf.dim.is_some() && leaf.exact_rel == 0.0;
     }
     if culled_all {
         return Some((RoaringBitmap::new(), 0.0));
+    }
+    let out = exact_intersection(snap, &leaves, ctx, None)?;
+    // (1 when every weight is 0, or there are no criteria)
+    Some((out, mean.value()))
+}
+
+/// The documents that every one of `leaves` finds exact and does not cull (with a value:
+/// `nullExactMatch` must be false), among `within` (every live document when `None`);
+/// `None` when a leaf's exact documents are not named by the postings.
+pub(crate) fn exact_intersection(
+    snap: &Snapshot,
+    leaves: &[&Leaf],
+    ctx: &EvalCtx,
+    within: Option<&RoaringBitmap>,
+) -> Option<RoaringBitmap> {
+    let mut sets: Vec<Exact<'_>> = Vec::with_capacity(leaves.len());
+    for leaf in leaves {
+        // (`{"dimension": ""}` finds every item exact)
+        if let Some(dim) = leaf.dim {
+            // (postings not built yet: scored instead)
+            sets.push(exact_set(snap, dim, leaf, snap.postings(dim)?)?);
+        }
     }
     // the documents every criterion may find exact, smallest sets first (each
     // intersection is then at most that small)
@@ -69,6 +93,7 @@ pub(crate) fn exact_results(
             None => std::mem::take(&mut s.sure),
         })
         .collect();
+    maybe.extend(within.cloned());
     maybe.sort_by_key(RoaringBitmap::len);
     let mut maybe = maybe.into_iter();
     let mut out = match maybe.next() {
@@ -90,15 +115,14 @@ pub(crate) fn exact_results(
             }
         }
     }
-    // (1 when every weight is 0, or there are no criteria)
-    Some((out, mean.value()))
+    Some(out)
 }
 
 /// Whether every document `leaf` does not find exact gets relevance 0 from it (so that
 /// `cull` drops it) or is dropped by its `cullDistance`: nulls by `nullRelevance`, others
 /// by a closeness that is always 0, a `fuzzyRelevance` of 0, or a `cullDistance` no
 /// farther than `exactDistance` (the same rounded distance decides both).
-fn others_score_zero(leaf: &Leaf) -> bool {
+pub(crate) fn others_score_zero(leaf: &Leaf) -> bool {
     leaf.null_rel == 0.0
         && match &leaf.matcher {
             Matcher::Has | Matcher::Keyword { .. } => true,

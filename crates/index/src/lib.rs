@@ -15,6 +15,7 @@ pub mod persist;
 pub mod postings;
 mod query;
 mod ranges;
+mod ranked;
 mod sort;
 pub mod terms;
 mod text;

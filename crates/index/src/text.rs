@@ -14,11 +14,11 @@ use crate::postings::{text_key, text_level_key, MAX_LEVEL};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::Snapshot;
 
-const K1: f64 = 1.2;
+pub(crate) const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 /// A field's average length in tokens from its (total tokens, documents with the field).
-fn average_length((total, with_field): (u64, u64)) -> f64 {
+pub(crate) fn average_length((total, with_field): (u64, u64)) -> f64 {
     if with_field > 0 {
         total as f64 / with_field as f64
     } else {
@@ -27,25 +27,25 @@ fn average_length((total, with_field): (u64, u64)) -> f64 {
 }
 
 /// One query term's BM25 contribution in one field.
-fn bm25_term(idf: f64, tf: f64, len: f64, avg: f64, ignore_length: bool) -> f64 {
+pub(crate) fn bm25_term(idf: f64, tf: f64, len: f64, avg: f64, ignore_length: bool) -> f64 {
     let b = if ignore_length { 0.0 } else { B };
     idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - b + b * len / avg.max(1e-9)))
 }
 
 pub struct TextMatcher {
     /// Per field of the dimension: selected?, boost, ignore field length, query terms.
-    fields: Vec<FieldQuery>,
+    pub(crate) fields: Vec<FieldQuery>,
     /// Number of query terms (the first selected field's analysis defines them).
-    n_terms: usize,
-    require_all: bool,
-    ignore_idf: bool,
-    prefix_last: bool,
+    pub(crate) n_terms: usize,
+    pub(crate) require_all: bool,
+    pub(crate) ignore_idf: bool,
+    pub(crate) prefix_last: bool,
     /// Every document holding a query term, numbered in doc order (after `prepare`).
     rank: DocRank,
     /// Per document of `rank`, its score.
     scored: Vec<Scored>,
     /// Best score among the query's results (grading reference for `g`).
-    max_score: f64,
+    pub(crate) max_score: f64,
     /// Documents holding a query term, found by `prepare`.
     matched: RoaringBitmap,
 }
@@ -53,11 +53,46 @@ pub struct TextMatcher {
 /// One matching document's text score, the idf-weighted share of the query terms it
 /// holds, whether it holds any (`holds`) and whether that makes it exact.
 #[derive(Clone, Copy, Default)]
-struct Scored {
-    score: f64,
-    m: f64,
-    holds: bool,
-    exact: bool,
+pub(crate) struct Scored {
+    pub(crate) score: f64,
+    pub(crate) m: f64,
+    pub(crate) holds: bool,
+    pub(crate) exact: bool,
+}
+
+/// A document's (exactness, relevance) for a text criterion from its `Scored`, graded
+/// against the best score among the results (SPEC §7.2 text).
+pub(crate) fn grade(p: &Scored, max_score: f64, exact_rel: f64, fuzzy_rel: f64) -> (bool, f64) {
+    if !p.holds {
+        return (false, 0.0);
+    }
+    let g = if max_score > 0.0 {
+        0.5 + 0.5 * (p.score / max_score).min(1.0)
+    } else {
+        1.0
+    };
+    if p.exact {
+        (true, exact_rel * g)
+    } else {
+        (false, fuzzy_rel * p.m * g)
+    }
+}
+
+/// What scoring a text criterion needs from the postings (`TextMatcher::gather`).
+pub(crate) struct Gathered<'s> {
+    /// (slot = field position × terms + term, a set of documents holding it once more).
+    pub(crate) sources: Vec<(usize, &'s RoaringBitmap)>,
+    /// Per (field position, term): the idf.
+    pub(crate) idfs: Vec<Vec<f64>>,
+    /// Per field position: (tokens in all documents, documents with the field).
+    pub(crate) stats: Vec<(u64, u64)>,
+    /// Per term: its idf over every queried field (the weights of `m`), and their sum.
+    pub(crate) weights: Vec<f64>,
+    pub(crate) wsum: f64,
+    /// Per term: the documents holding it in a queried field.
+    pub(crate) term_docs: Vec<RoaringBitmap>,
+    /// Documents holding a query term.
+    pub(crate) matched: RoaringBitmap,
 }
 
 /// The rank of each member of a document set among its members, in constant time: a
@@ -171,11 +206,11 @@ impl DocRank {
     }
 }
 
-struct FieldQuery {
-    index: usize,
-    boost: f64,
-    ignore_length: bool,
-    terms: Vec<String>,
+pub(crate) struct FieldQuery {
+    pub(crate) index: usize,
+    pub(crate) boost: f64,
+    pub(crate) ignore_length: bool,
+    pub(crate) terms: Vec<String>,
 }
 
 impl TextMatcher {
@@ -313,15 +348,26 @@ impl TextMatcher {
     /// lengths; rows are read only for frequencies or lengths beyond what those hold.
     /// `eval` grades against the best score once culling is known.
     pub fn prepare(&mut self, snap: &Snapshot, dim: usize) {
-        let Some(post) = snap.postings(dim) else {
+        let Some(g) = self.gather(snap, dim) else {
             return;
         };
+        // every source is a subset of `matched`: read whole
+        let (rank, scored) = self.score_docs(snap, dim, &g, &g.matched, false);
+        self.max_score = scored.iter().map(|p| p.score).fold(0.0, f64::max);
+        self.rank = rank;
+        self.scored = scored;
+        self.matched = g.matched;
+    }
+
+    /// What scoring needs from the postings (bitmap operations only, no document read).
+    pub(crate) fn gather<'s>(&self, snap: &'s Snapshot, dim: usize) -> Option<Gathered<'s>> {
+        let post = snap.postings(dim)?;
         let n_docs = snap.len().max(1) as f64;
         let (nf, nt) = (self.fields.len(), self.n_terms);
-        let stride = nf * nt;
         let mut df = vec![vec![0u64; nt]; nf];
         let mut matched = RoaringBitmap::new();
         let mut df_any = vec![0u64; nt];
+        let mut term_docs = Vec::with_capacity(nt);
         // (slot = field position × terms + term, a set of documents holding it once more)
         let mut sources: Vec<(usize, &RoaringBitmap)> = Vec::new();
         for (t, any) in df_any.iter_mut().enumerate() {
@@ -358,7 +404,8 @@ impl TextMatcher {
                 docs |= in_field;
             }
             *any = docs.len();
-            matched |= docs;
+            matched |= &docs;
+            term_docs.push(docs);
         }
         let stats: Vec<(u64, u64)> = self
             .fields
@@ -380,10 +427,48 @@ impl TextMatcher {
             .iter()
             .map(|f| f.iter().map(|&d| idf(d)).collect())
             .collect();
-        let rank = DocRank::new(&matched);
+        Some(Gathered {
+            sources,
+            idfs,
+            stats,
+            weights,
+            wsum,
+            term_docs,
+            matched,
+        })
+    }
+
+    /// The score of every member of `docs` (holders of a query term), numbered by a
+    /// `DocRank`; with `intersect`, each source is intersected with `docs` first (when
+    /// `docs` is a few of the holders).
+    pub(crate) fn score_docs(
+        &self,
+        snap: &Snapshot,
+        dim: usize,
+        g: &Gathered<'_>,
+        docs: &RoaringBitmap,
+        intersect: bool,
+    ) -> (DocRank, Vec<Scored>) {
+        let stride = self.fields.len() * self.n_terms;
+        let rank = DocRank::new(docs);
         let n = rank.len();
         let mut tf = vec![0u16; n * stride];
         let mut scored = vec![Scored::default(); n];
+        if intersect {
+            for &(slot, b) in &g.sources {
+                for d in &(b & docs) {
+                    if let Some(r) = rank.get(d) {
+                        let at = r * stride + slot;
+                        tf[at] = tf[at].saturating_add(1);
+                    }
+                }
+            }
+            for (i, d) in docs.iter().enumerate() {
+                let counts = &tf[i * stride..(i + 1) * stride];
+                scored[i] = self.score(snap, dim, d, counts, g);
+            }
+            return (rank, scored);
+        }
         // documents split into ranges, each range's slice of `tf` and `scored` filled by
         // one task: every source is read once per range, in doc order
         let bounds = rank.split(if n < 16_384 {
@@ -400,42 +485,29 @@ impl TextMatcher {
             parts.push((w[0]..w[1], a, c));
             (tf_rest, sc_rest) = (b, d);
         }
-        let this = &*self;
+        let rank_ref = &rank;
         parts.into_par_iter().for_each(|(docs, tf, scored)| {
-            let first = rank.below(docs.start);
-            for &(slot, b) in &sources {
+            let first = rank_ref.below(docs.start);
+            for &(slot, b) in &g.sources {
                 for d in b.range(docs.clone()) {
-                    if let Some(r) = rank.get(d) {
+                    if let Some(r) = rank_ref.get(d) {
                         let at = (r - first) * stride + slot;
                         tf[at] = tf[at].saturating_add(1);
                     }
                 }
             }
-            for (i, d) in rank.iter_range(docs).enumerate() {
+            for (i, d) in rank_ref.iter_range(docs).enumerate() {
                 let counts = &tf[i * stride..(i + 1) * stride];
-                scored[i] = this.score(snap, dim, d, counts, &idfs, &stats, &weights, wsum);
+                scored[i] = self.score(snap, dim, d, counts, g);
             }
         });
-        self.max_score = scored.iter().map(|p| p.score).fold(0.0, f64::max);
-        self.rank = rank;
-        self.scored = scored;
-        self.matched = matched;
+        (rank, scored)
     }
 
     /// The score of document `doc` from its term frequencies per (field, term) slot,
     /// counted from its row where the postings cap them.
-    #[allow(clippy::too_many_arguments)]
-    fn score(
-        &self,
-        snap: &Snapshot,
-        dim: usize,
-        doc: u32,
-        tf: &[u16],
-        idfs: &[Vec<f64>],
-        stats: &[(u64, u64)],
-        weights: &[f64],
-        wsum: f64,
-    ) -> Scored {
+    fn score(&self, snap: &Snapshot, dim: usize, doc: u32, tf: &[u16], g: &Gathered<'_>) -> Scored {
+        let (idfs, stats, weights, wsum) = (&g.idfs, &g.stats, &g.weights, g.wsum);
         let nt = self.n_terms;
         let row = || match snap.doc(doc)?.values.get(dim)?.as_ref()? {
             IndexedValue::Text(toks) => Some(toks),
@@ -543,6 +615,15 @@ impl TextMatcher {
         self.fields.iter().map(|f| (f.index, f.terms.as_slice()))
     }
 
+    /// Holds `scored`, the scores of `docs` (in doc order), graded against `max_score`:
+    /// what `prepare` and `set_max_over` leave for those documents.
+    pub(crate) fn set_scored(&mut self, docs: &RoaringBitmap, scored: Vec<Scored>, max_score: f64) {
+        self.rank = DocRank::new(docs);
+        self.scored = scored;
+        self.max_score = max_score;
+        self.matched = docs.clone();
+    }
+
     /// Grades against the best score among `docs` (the query's results once culling is
     /// known); membership never depends on it, since `g` >= 0.5.
     pub fn set_max_over(&mut self, docs: impl Iterator<Item = u32>) {
@@ -552,24 +633,9 @@ impl TextMatcher {
     }
 
     pub fn eval(&self, doc: u32, exact_rel: f64, fuzzy_rel: f64) -> (bool, f64) {
-        let Some(&Scored {
-            score,
-            m,
-            holds: true,
-            exact,
-        }) = self.rank.get(doc).map(|r| &self.scored[r])
-        else {
-            return (false, 0.0);
-        };
-        let g = if self.max_score > 0.0 {
-            0.5 + 0.5 * (score / self.max_score).min(1.0)
-        } else {
-            1.0
-        };
-        if exact {
-            (true, exact_rel * g)
-        } else {
-            (false, fuzzy_rel * m * g)
+        match self.rank.get(doc).map(|r| &self.scored[r]) {
+            Some(scored) => grade(scored, self.max_score, exact_rel, fuzzy_rel),
+            None => (false, 0.0),
         }
     }
 }
