@@ -1,0 +1,406 @@
+//! Bounds on a text criterion's BM25 score from sets: per (field, token) of the query
+//! — a *part* — the postings' level keys (documents holding the token at least k times)
+//! and the field's length classes give every document a bound on what the part adds to
+//! its score, falling with the length and rising with the frequency; a document's score
+//! is at most the sum of its parts' bounds. `Bounds::search` scores only documents whose
+//! bounds can reach the k-th best score (`ranked.rs`).
+
+use roaring::{MultiOps, RoaringBitmap};
+
+use super::Scorer;
+use crate::postings::{length_class_bounds, text_key, text_length_key, text_level_key, MAX_LEVEL};
+use crate::text::{average_length, bm25_term, Gathered, TextMatcher, K1};
+use crate::Snapshot;
+
+/// Tokens a `startsWith` term may stand for here (each bounded on its own).
+const MAX_PREFIX_TOKENS: usize = 16;
+
+/// Bounds are raised by this share: a bound and a score add the same terms in other
+/// orders, and their roundings must not put a bound below its score.
+const SLACK: f64 = 1e-9;
+
+/// One (field, token) of the query: its documents by term frequency, bounded with its
+/// field's length classes.
+pub(super) struct Part<'s> {
+    pub(super) field: usize,
+    /// The query term (position) the token stands for.
+    pub(super) term: usize,
+    /// `levels[i]`: the documents holding the token at least i + 1 times.
+    pub(super) levels: Vec<&'s RoaringBitmap>,
+    /// Whether the last level is `MAX_LEVEL` (its documents may hold the token more).
+    pub(super) open: bool,
+    /// The field's boost times the term's idf there.
+    pub(super) weight: f64,
+    /// The largest bound of any document.
+    pub(super) max: f64,
+}
+
+/// A text field's documents by length class, shortest first.
+pub(super) struct FieldLengths<'s> {
+    /// The dimension's field index.
+    pub(super) index: usize,
+    pub(super) classes: Vec<(usize, &'s RoaringBitmap)>,
+    pub(super) avg: f64,
+    pub(super) ignore_length: bool,
+}
+
+/// Parts holding at most this many documents are scored whole (`Bounds::few`), not
+/// bounded (tests bound nearly every part).
+const FEW: u64 = if cfg!(test) { 2 } else { 1024 };
+
+/// Sets of at most this many documents (or four times the page) are scored whole
+/// (tests bound sets larger than the page).
+const SMALL: u64 = 256;
+
+pub(super) struct Bounds<'s> {
+    pub(super) snap: &'s Snapshot,
+    pub(super) dim: usize,
+    /// The parts bounded, and the sum of their largest bounds.
+    pub(super) parts: Vec<Part<'s>>,
+    pub(super) max: f64,
+    /// The documents of the parts with few documents.
+    pub(super) few: RoaringBitmap,
+    /// How many documents hold a query term (`within` sets as large hold them all).
+    pub(super) holders: u64,
+    /// How `reaching` finds a level's documents, when not the cheapest (tests).
+    pub(super) way: Option<usize>,
+    /// Per query term: the documents holding it in a bounded part, and the sum of those
+    /// parts' largest bounds.
+    pub(super) terms: Vec<(RoaringBitmap, f64)>,
+    pub(super) fields: Vec<FieldLengths<'s>>,
+}
+
+impl<'s> Bounds<'s> {
+    pub(super) fn new(
+        snap: &'s Snapshot,
+        dim: usize,
+        t: &TextMatcher,
+        g: &Gathered<'_>,
+    ) -> Option<Bounds<'s>> {
+        let post = snap.postings(dim)?;
+        let nt = t.n_terms;
+        let mut fields = Vec::new();
+        let mut parts = Vec::new();
+        let mut few = Vec::new();
+        let from = |key: &[u8]| {
+            (
+                std::ops::Bound::Included(key.to_vec().into_boxed_slice()),
+                std::ops::Bound::Unbounded,
+            )
+        };
+        for (fi, fq) in t.fields.iter().enumerate() {
+            let lo = text_length_key(fq.index, 0);
+            let classes = post
+                .map
+                .range(from(&lo))
+                .take_while(|(key, _)| key.starts_with(&lo[..3]))
+                .map(|(key, b)| {
+                    let class = u16::from_be_bytes([key[3], key[4]]);
+                    (length_class_bounds(class).0, &**b)
+                })
+                .collect();
+            fields.push(FieldLengths {
+                index: fq.index,
+                classes,
+                avg: average_length(g.stats[fi]),
+                ignore_length: fq.ignore_length,
+            });
+            for ti in 0..nt {
+                let term = fq.terms.get(ti).map(String::as_str).unwrap_or("");
+                let weight = fq.boost * g.idfs[fi][ti];
+                let tokens: Vec<Vec<u8>> = if t.prefix_last && ti + 1 == nt {
+                    let key = text_key(fq.index, term);
+                    let found: Vec<Vec<u8>> = post
+                        .map
+                        .range(from(&key))
+                        .take_while(|(k, _)| k.starts_with(&key))
+                        .take(MAX_PREFIX_TOKENS + 1)
+                        .map(|(k, _)| k[2..].to_vec())
+                        .collect();
+                    if found.len() > MAX_PREFIX_TOKENS {
+                        return None;
+                    }
+                    found
+                } else {
+                    vec![term.as_bytes().to_vec()]
+                };
+                for tok in tokens {
+                    let tok = std::str::from_utf8(&tok).ok()?;
+                    let Some(first) = post.get(&text_key(fq.index, tok)) else {
+                        continue;
+                    };
+                    if first.len() <= FEW {
+                        few.push(first);
+                        continue;
+                    }
+                    let mut levels = vec![first];
+                    for level in 2..=MAX_LEVEL {
+                        match post.get(&text_level_key(fq.index, level, tok)) {
+                            Some(b) => levels.push(b),
+                            None => break,
+                        }
+                    }
+                    let open = levels.len() == MAX_LEVEL as usize;
+                    parts.push(Part {
+                        field: fi,
+                        term: ti,
+                        levels,
+                        open,
+                        weight,
+                        max: 0.0,
+                    });
+                }
+            }
+        }
+        let mut b = Bounds {
+            snap,
+            dim,
+            parts,
+            max: 0.0,
+            few: few.into_iter().union(),
+            holders: g.matched.len(),
+            way: None,
+            terms: Vec::new(),
+            fields,
+        };
+        for j in 0..b.parts.len() {
+            let p = &b.parts[j];
+            let f = &b.fields[p.field];
+            let shortest = f.classes.first().map_or(0, |c| c.0);
+            b.parts[j].max = b.bound(p, p.levels.len(), shortest);
+        }
+        b.max = b.parts.iter().map(|p| p.max).sum();
+        b.terms = (0..nt)
+            .map(|ti| {
+                let of = || b.parts.iter().filter(move |p| p.term == ti);
+                (of().map(|p| p.levels[0]).union(), of().map(|p| p.max).sum())
+            })
+            .collect();
+        Some(b)
+    }
+
+    /// The bound of a document of `p`'s field `len` long (or longer) holding the token
+    /// `tf` times (the last level: at least).
+    pub(super) fn bound(&self, p: &Part<'_>, tf: usize, len: usize) -> f64 {
+        let f = &self.fields[p.field];
+        let unit = if p.open && tf == p.levels.len() {
+            K1 + 1.0 // any frequency
+        } else {
+            bm25_term(1.0, tf as f64, len as f64, f.avg, f.ignore_length)
+        };
+        p.weight * unit * (1.0 + SLACK)
+    }
+
+    /// The documents of `within` whose bound in part `j` is at least `at_least`: per
+    /// level, those of the length classes reaching it — a prefix, as a level's bound
+    /// falls with the length — found by the cheapest of a union of the shorter classes,
+    /// a union of the longer ones taken away, or reading the documents' lengths.
+    pub(super) fn reaching(
+        &self,
+        j: usize,
+        at_least: f64,
+        within: &RoaringBitmap,
+    ) -> RoaringBitmap {
+        let p = &self.parts[j];
+        let f = &self.fields[p.field];
+        // (every holder: a level needs no intersection)
+        let all = within.len() == self.holders;
+        let within = |level: &RoaringBitmap| if all { level.clone() } else { level & within };
+        if at_least <= 0.0 || f.classes.is_empty() {
+            return within(p.levels[0]);
+        }
+        let mut out: Vec<RoaringBitmap> = Vec::new();
+        let mut upto = 0; // classes (shortest first) reaching it at this level
+        for (li, level) in p.levels.iter().enumerate() {
+            let tf = li + 1;
+            if p.open && tf == p.levels.len() {
+                if self.bound(p, tf, 0) >= at_least {
+                    out.push(within(level));
+                }
+                break;
+            }
+            while upto < f.classes.len() && self.bound(p, tf, f.classes[upto].0) >= at_least {
+                upto += 1;
+            }
+            if upto == f.classes.len() {
+                out.push(within(level)); // and every level above is within it
+                break;
+            }
+            if upto == 0 {
+                continue;
+            }
+            let docs = within(level);
+            let size = |cs: &[(usize, &RoaringBitmap)]| cs.iter().map(|c| c.1.len()).sum::<u64>();
+            let (shorter, longer) = (size(&f.classes[..upto]), size(&f.classes[upto..]));
+            // (reading a document's length costs about what a few set members do; tests
+            // take every way)
+            let way = if let Some(way) = self.way {
+                way
+            } else if cfg!(test) {
+                (j + li + upto) % 3
+            } else if 4 * docs.len() <= shorter.min(longer) {
+                0
+            } else if shorter <= longer {
+                1
+            } else {
+                2
+            };
+            if way == 0 {
+                let mut b = RoaringBitmap::new();
+                let mut lengths = self.lengths(p.field);
+                for d in docs.iter() {
+                    if self.bound(p, tf, lengths(d)) >= at_least {
+                        b.push(d);
+                    }
+                }
+                out.push(b);
+            } else if way == 1 {
+                out.push(docs & f.classes[..upto].iter().map(|c| c.1).union());
+            } else {
+                out.push(docs - f.classes[upto..].iter().map(|c| c.1).union());
+            }
+        }
+        out.union()
+    }
+
+    /// Documents' lengths in a field, as scoring reads them (asked in ascending order:
+    /// each chunk's columns looked up once).
+    pub(super) fn lengths(&self, field: usize) -> impl FnMut(u32) -> usize + '_ {
+        let index = self.fields[field].index;
+        let (snap, dim) = (self.snap, self.dim);
+        let mut at: (usize, Option<&crate::columns::ChunkCols>) = (usize::MAX, None);
+        move |doc| {
+            let (c, i) = (doc as usize / crate::CHUNK, doc as usize % crate::CHUNK);
+            if at.0 != c {
+                at = (c, snap.chunk_cols(c));
+            }
+            at.1.and_then(|cc| cc.text_len(dim, i, index))
+                .or_else(|| match snap.doc(doc)?.values.get(dim)?.as_ref()? {
+                    discern_dimensions::IndexedValue::Text(toks) => Some(toks.group(index).count()),
+                    _ => None,
+                })
+                .unwrap_or(0)
+        }
+    }
+
+    /// Documents of `within` outside `few` that may score at least `theta`: each
+    /// document's score is at most the sum of its parts' bounds, so in every part it
+    /// reaches `theta` less what the other parts can add, and in some part a share of
+    /// `theta` (shares in proportion to the parts' largest bounds).
+    /// `None` when more than `budget`.
+    pub(super) fn candidates(
+        &self,
+        theta: f64,
+        within: &RoaringBitmap,
+        budget: u64,
+    ) -> Option<RoaringBitmap> {
+        let n = self.parts.len();
+        if self.max <= 0.0 || theta > self.max {
+            return Some(RoaringBitmap::new());
+        }
+        let narrowed = self.holding_enough(theta, within);
+        let within = narrowed.as_ref().unwrap_or(within);
+        let mut needs: Vec<(usize, f64)> = (0..n)
+            .map(|j| (j, theta - (self.max - self.parts[j].max)))
+            .filter(|&(_, need)| need > 0.0)
+            .collect();
+        if needs.is_empty() {
+            let mut some = RoaringBitmap::new();
+            for j in (0..n).filter(|&j| self.parts[j].max > 0.0) {
+                some |= self.reaching(j, theta * self.parts[j].max / self.max, within);
+                if some.len() > budget {
+                    return None;
+                }
+            }
+            return Some(some);
+        }
+        // the parts with the fewest documents first, each within what is left
+        needs.sort_by_key(|&(j, _)| self.parts[j].levels[0].len());
+        let mut out = within.clone();
+        for (j, need) in needs {
+            if out.is_empty() {
+                break;
+            }
+            out = self.reaching(j, need, &out);
+        }
+        (out.len() <= budget).then_some(out)
+    }
+
+    /// The documents of `within` holding terms whose parts' largest bounds add up to
+    /// `theta` (none other can score that much): the union, over the smallest such sets
+    /// of terms, of the documents holding all of a set. `None` when any one term may do.
+    pub(super) fn holding_enough(
+        &self,
+        theta: f64,
+        within: &RoaringBitmap,
+    ) -> Option<RoaringBitmap> {
+        let nt = self.terms.len();
+        if !(2..=8).contains(&nt) || self.terms.iter().any(|t| t.1 >= theta) {
+            return None;
+        }
+        let enough = |set: u32| {
+            let max: f64 = (0..nt)
+                .filter(|t| set >> t & 1 == 1)
+                .map(|t| self.terms[t].1)
+                .sum();
+            max >= theta
+        };
+        // the sets enough with no term to spare
+        let minimal: Vec<u32> = (1u32..1 << nt)
+            .filter(|&set| {
+                enough(set) && (0..nt).all(|t| set >> t & 1 == 0 || !enough(set & !(1 << t)))
+            })
+            .collect();
+        let mut out = RoaringBitmap::new();
+        for set in minimal {
+            let mut docs = within.clone();
+            for t in (0..nt).filter(|t| set >> t & 1 == 1) {
+                docs &= &self.terms[t].0;
+            }
+            out |= docs;
+        }
+        Some(out)
+    }
+
+    /// Scores documents of `within` until the `k` best are known: returns `theta` such
+    /// that every document of `within` not scored scores below it, while at least `k`
+    /// scored ones score at least it (`None`: too many to score).
+    pub(super) fn search(
+        &self,
+        scorer: &mut Scorer<'_, '_>,
+        within: &RoaringBitmap,
+        k: usize,
+    ) -> Option<f64> {
+        let small = if cfg!(test) {
+            k as u64
+        } else {
+            (4 * k as u64).max(SMALL)
+        };
+        if within.len() <= small {
+            scorer.score(within)?;
+            return Some(0.0);
+        }
+        // the parts with few documents are scored whole; the others are bounded, from
+        // the largest bound down until k documents reach one, then the k-th best score
+        // found (a little less: ties at it are then all scored)
+        scorer.score(&(&self.few & within))?;
+        let mut theta = self.max;
+        if let Some(kth) = scorer.kth_in(within, k) {
+            theta = theta.min(kth * (1.0 - 1e-6));
+        }
+        for _ in 0..64 {
+            let budget = scorer.limit.saturating_sub(scorer.done.len());
+            let c = self.candidates(theta, within, budget)?;
+            scorer.score(&c)?;
+            match scorer.kth_in(within, k) {
+                Some(kth) if kth >= theta => return Some(theta),
+                Some(kth) => theta = kth * (1.0 - 1e-6),
+                None => theta *= 0.9,
+            }
+            if theta <= 0.0 {
+                return None;
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,318 @@
+//! Text requests ranked from score bounds. When a request's page holds only exact results
+//! whose order is their text score's — one weighing text criterion, culled, beside
+//! criteria whose exact documents the postings name (`exact.rs`) — the page is found
+//! without scoring every document that holds a word. Per (field, term) the postings'
+//! level keys (term frequency at least k) and field-length classes
+//! (`postings::text_length_key`) bound each document's BM25 contribution by sets; only
+//! documents whose bound can reach the page are scored, by the same arithmetic as a full
+//! evaluation (`TextMatcher::score_docs`). The counts, and the documents facets count,
+//! are set sizes. The evaluation property tests (`candidates.rs`, and here) hold the
+//! results equal, to the bit, to an item-by-item scan.
+
+use roaring::{MultiOps, RoaringBitmap};
+
+mod bounds;
+#[cfg(test)]
+mod tests;
+
+use bounds::Bounds;
+
+use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
+use crate::eval::{default_order, Filter, Hit, Matched, Results, Want};
+use crate::exact::{exact_intersection, others_score_zero};
+use crate::text::{grade, Gathered, Scored, TextMatcher};
+use crate::Snapshot;
+
+/// How the page's request is evaluated when `ranked_results` answers it.
+struct Plan<'c> {
+    /// Position of the text criterion among the top-level criteria, and its leaf.
+    at: usize,
+    leaf: &'c Leaf,
+    dim: usize,
+    /// Leaves whose other documents are out (culled, or `exactMatchesOnly`).
+    filters: Vec<&'c Leaf>,
+    /// Leaves that only make documents non-exact.
+    others: Vec<&'c Leaf>,
+}
+
+/// The text criterion's matcher, if `criteria` (top level) can be ranked from bounds.
+fn plan<'c>(criteria: &'c [Criterion], exact_only: bool) -> Option<Plan<'c>> {
+    let mut text = None;
+    let (mut filters, mut others) = (Vec::new(), Vec::new());
+    for (i, c) in criteria.iter().enumerate() {
+        let Node::Leaf(leaf) = &c.node else {
+            return None;
+        };
+        if c.exact_match || leaf.null_exact {
+            return None; // exact documents of other relevances
+        }
+        if let Matcher::Text(t) = &leaf.matcher {
+            if text.is_some() || c.weight <= 0.0 || leaf.exact_rel <= 0.0 {
+                return None;
+            }
+            // every holder a result of positive relevance, every other document out
+            let culls = exact_only
+                || c.cull && leaf.null_rel == 0.0 && (leaf.fuzzy_rel > 0.0 || !t.require_all);
+            let boosts_ok = t
+                .fields
+                .iter()
+                .all(|f| f.boost >= 0.0 && f.boost.is_finite());
+            if !culls || !boosts_ok {
+                return None;
+            }
+            text = Some((i, leaf, leaf.dim?));
+            continue;
+        }
+        if leaf.dim.is_some() && c.cull && leaf.exact_rel == 0.0 {
+            return None; // culls every document
+        }
+        let cull_distance = matches!(leaf.matcher, Matcher::Geo { cull: Some(_), .. });
+        if exact_only || c.cull && others_score_zero(leaf) {
+            filters.push(leaf);
+        } else if !c.cull && !cull_distance {
+            others.push(leaf);
+        } else {
+            return None;
+        }
+    }
+    let (at, leaf, dim) = text?;
+    Some(Plan {
+        at,
+        leaf,
+        dim,
+        filters,
+        others,
+    })
+}
+
+/// `Results` for a request (criteria prepared, text matchers not) whose page is its
+/// exact results' best text scores; `None` when it must be evaluated in full. The text
+/// matcher is left graded for the documents scored here, among them the page's.
+pub(crate) fn ranked_results(
+    snap: &Snapshot,
+    criteria: &mut [Criterion],
+    ctx: &EvalCtx,
+    filter: &Filter<'_>,
+    want: Want,
+) -> Option<Results> {
+    let (k, collect) = match want {
+        Want::Top(k) => (k, false),
+        Want::TopAndMatched(k) => (k, true),
+        Want::All | Want::Sorted => return None,
+    };
+    if !filter.admits_all() {
+        return None;
+    }
+    let found = {
+        let plan = plan(criteria, filter.exact_only)?;
+        let Matcher::Text(t) = &plan.leaf.matcher else {
+            return None;
+        };
+        find(snap, criteria, &plan, t, ctx, filter.exact_only, k)?
+    };
+    #[cfg(test)]
+    tests::ANSWERED.with(|n| n.set(n.get() + 1));
+    let Found {
+        at,
+        hits,
+        results,
+        exact,
+        rank_docs,
+        scored,
+        max_score,
+    } = found;
+    // explanations grade the page's documents as a full evaluation would
+    if let Node::Leaf(Leaf {
+        matcher: Matcher::Text(t),
+        ..
+    }) = &mut criteria[at].node
+    {
+        t.set_scored(&rank_docs, scored, max_score);
+    }
+    let total = results.len() as usize;
+    let exact_count = exact.len() as usize;
+    let matched = collect.then(|| Matched {
+        other: &results - &exact,
+        exact,
+    });
+    Some(Results {
+        hits,
+        total,
+        exact_count,
+        matched,
+        ctx: ctx.clone(),
+    })
+}
+
+/// A ranked answer: the page, the result and exact sets, and every document scored with
+/// its score (in doc order) and the grading reference, for the text matcher.
+struct Found {
+    at: usize,
+    hits: Vec<Hit>,
+    results: RoaringBitmap,
+    exact: RoaringBitmap,
+    rank_docs: RoaringBitmap,
+    scored: Vec<Scored>,
+    max_score: f64,
+}
+
+/// The page of `plan`'s request from score bounds (`None`: evaluate in full).
+fn find(
+    snap: &Snapshot,
+    criteria: &[Criterion],
+    plan: &Plan<'_>,
+    t: &TextMatcher,
+    ctx: &EvalCtx,
+    exact_only: bool,
+    k: usize,
+) -> Option<Found> {
+    let g = t.gather(snap, plan.dim)?;
+    let text_exact = if t.require_all {
+        g.term_docs.iter().intersection()
+    } else {
+        g.matched.clone()
+    };
+    let passing = exact_intersection(snap, &plan.filters, ctx, Some(&g.matched))?;
+    let exact = exact_intersection(snap, &plan.others, ctx, Some(&(&passing & &text_exact)))?;
+    if (exact.len() as usize) < k {
+        return None; // the page holds non-exact results
+    }
+    let results = if exact_only { exact.clone() } else { passing };
+    let bounds = Bounds::new(snap, plan.dim, t, &g)?;
+    let limit = if cfg!(test) {
+        u64::MAX
+    } else {
+        (results.len() / 4).max(4096)
+    };
+    let mut scorer = Scorer {
+        snap,
+        dim: plan.dim,
+        t,
+        g: &g,
+        done: RoaringBitmap::new(),
+        scored: Vec::new(),
+        limit,
+    };
+    // the page: the best k exact documents by score; grading: the best result's score
+    if k == 0 {
+        return Some(Found {
+            at: plan.at,
+            hits: Vec::new(),
+            results,
+            exact,
+            rank_docs: RoaringBitmap::new(),
+            scored: Vec::new(),
+            max_score: 0.0,
+        });
+    }
+    let theta = bounds.search(&mut scorer, &exact, k)?;
+    let max_score = if results.len() == exact.len() {
+        scorer.best_in(&exact)
+    } else {
+        bounds.search(&mut scorer, &results, 1)?;
+        scorer.best_in(&results)
+    };
+    // relevance from the text score (every other criterion exact, of its exactRelevance)
+    let relevance = |p: &Scored| {
+        let mut mean = WeightedMean::default();
+        for (i, c) in criteria.iter().enumerate() {
+            let r = match &c.node {
+                Node::Leaf(leaf) if i == plan.at => {
+                    grade(p, max_score, leaf.exact_rel, leaf.fuzzy_rel).1
+                }
+                Node::Leaf(leaf) if leaf.dim.is_some() => leaf.exact_rel,
+                _ => 1.0,
+            };
+            mean.add(c.weight, r);
+        }
+        mean.value()
+    };
+    // the k best by relevance, then those tied with the k-th, ordered with their ids
+    let mut ranked: Vec<(f64, u32)> = scorer
+        .scored
+        .iter()
+        .filter(|(d, _)| exact.contains(*d))
+        .map(|(d, p)| (relevance(p), *d))
+        .collect();
+    if ranked.len() > k {
+        ranked.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+        let last = ranked[k - 1].0;
+        ranked.retain(|(r, _)| *r >= last);
+    }
+    let mut hits: Vec<Hit> = Vec::with_capacity(ranked.len());
+    for (r, d) in ranked {
+        hits.push(Hit::new(d, snap.doc(d)?, true, r));
+    }
+    hits.sort_unstable_by(default_order);
+    hits.truncate(k);
+    // a document not scored has a score below `theta`, so a relevance at most this: the
+    // page's last must be above it (equal roundings would need their ids compared)
+    let outside = relevance(&Scored {
+        score: theta,
+        m: 1.0,
+        holds: true,
+        exact: true,
+    });
+    if hits.len() == k && k > 0 && hits[k - 1].r <= outside {
+        return None;
+    }
+    let mut order: Vec<(u32, Scored)> = scorer.scored;
+    order.sort_unstable_by_key(|(d, _)| *d);
+    let rank_docs: RoaringBitmap = order.iter().map(|(d, _)| *d).collect();
+    Some(Found {
+        at: plan.at,
+        hits,
+        results,
+        exact,
+        rank_docs,
+        scored: order.into_iter().map(|(_, p)| p).collect(),
+        max_score,
+    })
+}
+
+/// Scores documents once each, remembering them.
+struct Scorer<'a, 's> {
+    snap: &'a Snapshot,
+    dim: usize,
+    t: &'a TextMatcher,
+    g: &'a Gathered<'s>,
+    done: RoaringBitmap,
+    scored: Vec<(u32, Scored)>,
+    /// Documents scored at most: beyond, the request is evaluated in full.
+    limit: u64,
+}
+
+impl Scorer<'_, '_> {
+    fn score(&mut self, docs: &RoaringBitmap) -> Option<()> {
+        let new = docs - &self.done;
+        if new.is_empty() {
+            return Some(());
+        }
+        if self.done.len() + new.len() > self.limit {
+            return None;
+        }
+        let (_, scored) = self.t.score_docs(self.snap, self.dim, self.g, &new, true);
+        self.scored.extend(new.iter().zip(scored));
+        self.done |= new;
+        Some(())
+    }
+
+    /// The `k`-th best score among the scored members of `within`, if that many.
+    fn kth_in(&self, within: &RoaringBitmap, k: usize) -> Option<f64> {
+        let mut s: Vec<f64> = self
+            .scored
+            .iter()
+            .filter(|(d, _)| within.contains(*d))
+            .map(|(_, p)| p.score)
+            .collect();
+        if s.len() < k || k == 0 {
+            return None;
+        }
+        s.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        Some(s[k - 1])
+    }
+
+    fn best_in(&self, within: &RoaringBitmap) -> f64 {
+        self.kth_in(within, 1).unwrap_or(0.0)
+    }
+}

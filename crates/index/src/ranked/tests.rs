@@ -1,0 +1,341 @@
+//! The ranked answers equal an item-by-item scan; bounds bound scores.
+
+use super::bounds::Bounds;
+use super::*;
+use crate::eval::{evaluate, reference_hits};
+use crate::postings::{length_class, length_class_bounds};
+use crate::{parse_query, IndexWriter};
+use discern_dimensions::Dimensions;
+use discern_model::{Record, Value};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use serde_json::{json, Value as J};
+use std::cell::Cell;
+use std::sync::Arc;
+
+thread_local! {
+    /// Requests `ranked_results` answered on this thread.
+    pub(crate) static ANSWERED: Cell<usize> = const { Cell::new(0) };
+}
+
+const DIMS: &[u8] = b"<dimensions>
+  <dimension id='k' type='keyword'/>
+  <dimension id='x' type='text' stopWords=''>
+    <field id='title'/>
+    <field id='body'/>
+    <field id='place' ignoreFieldLength='true'/>
+  </dimension>
+</dimensions>";
+
+const WORDS: [&str; 6] = ["red", "green", "blue", "car", "cart", "carpet"];
+
+/// A document: keyword values, and per field its words (indexes into `WORDS`, or
+/// filler that lengthens the field).
+type DocSpec = (Vec<usize>, [Vec<usize>; 3]);
+
+fn doc_spec() -> impl Strategy<Value = DocSpec> {
+    let field = |n| prop::collection::vec(0usize..12, 0..n);
+    (
+        prop::collection::vec(0usize..3, 0..2),
+        [field(6), field(30), field(4)],
+    )
+}
+
+fn snapshot(docs: &[DocSpec], pad: usize) -> crate::Snapshot {
+    let id = |i: usize| format!("i{:04}", (i * 37) % 10_000);
+    let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+    let mut w = IndexWriter::new();
+    let mut b = w.begin(&crate::Snapshot::empty(dims));
+    let specs = (0..pad).map(|i| &docs[i % docs.len()]).chain(docs);
+    for (i, (kw, fields)) in specs.enumerate() {
+        let mut rec = Record::default();
+        let kws: Vec<String> = kw.iter().map(|k| ["a", "b", "c"][*k].to_string()).collect();
+        crate::test_support::put_strings(&mut rec, "k", kws);
+        for (name, words) in ["title", "body", "place"].iter().zip(fields) {
+            let text: Vec<&str> = words
+                .iter()
+                .map(|w| WORDS.get(*w).copied().unwrap_or("filler"))
+                .collect();
+            if !text.is_empty() {
+                rec.0.push((name.to_string(), Value::Str(text.join(" "))));
+            }
+        }
+        b.upsert(&id(i), &rec);
+    }
+    // a later apply removes some: postings and length classes must follow
+    let snap = b.commit();
+    let mut b = w.begin(&snap);
+    for i in (0..pad + docs.len()).step_by(5) {
+        b.delete(&id(i));
+    }
+    b.commit()
+}
+
+fn text_criterion() -> impl Strategy<Value = J> {
+    (
+        prop::collection::vec(0usize..6, 1..4),
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::of((0usize..4, 0usize..4)),
+        prop::option::of(0usize..3),
+        0usize..3,
+        any::<bool>(),
+    )
+        .prop_map(|(words, prefix, all, boosts, only, rel, ignore)| {
+            let words: Vec<&str> = words.iter().map(|w| WORDS[*w]).collect();
+            let mut o = json!({"dimension": "x", "value": words.join(" "), "cull": true});
+            if prefix {
+                o["searchStyle"] = json!("startsWith");
+            }
+            if all {
+                o["exactRequires"] = json!("all");
+            }
+            if let Some((t, b)) = boosts {
+                let v = [0.0, 0.5, 1.0, 3.0];
+                o["fieldBoosts"] = json!({"title": v[t], "body": v[b]});
+            }
+            if let Some(f) = only {
+                let fields: [&[&str]; 3] = [&["title", "body"], &["body", "place"], &["title"]];
+                o["fields"] = json!(fields[f]);
+            }
+            let (er, fr) = [(1.0, 1.0), (0.7, 1.0), (1.0, 0.5)][rel];
+            o["exactRelevance"] = json!(er);
+            o["fuzzyRelevance"] = json!(fr);
+            if ignore {
+                o["ignoreInverseDocumentFrequency"] = json!(true);
+            }
+            o
+        })
+}
+
+/// Beside the text: a keyword filter, a keyword that only makes documents non-exact,
+/// or every item.
+fn other_criterion() -> impl Strategy<Value = J> {
+    prop_oneof![
+        (0usize..3, 0usize..3).prop_map(|(v, w)| {
+            let (v, w) = (["a", "b", "c"][v], [1.0, 2.0, 0.0][w]);
+            json!({"dimension": "k", "value": v, "cull": true, "weight": w})
+        }),
+        (0usize..3, 0usize..3).prop_map(|(v, w)| {
+            let (v, w) = (["a", "b", "c"][v], [1.0, 2.0, 0.0][w]);
+            json!({"dimension": "k", "value": v, "weight": w, "exactRelevance": 0.8})
+        }),
+        Just(json!({"dimension": ""})),
+    ]
+}
+
+/// The page, the counts and the documents facets count equal an item-by-item scan's.
+fn equals_full_scan(
+    criteria: Vec<J>,
+    docs: &[DocSpec],
+    pad: usize,
+    k: usize,
+    exact_only: bool,
+) -> Result<(), TestCaseError> {
+    let snap = snapshot(docs, pad);
+    let body = json!({"criteria": criteria, "exactMatchesOnly": exact_only});
+    let filter = Filter {
+        items: None,
+        not_items: None,
+        exact_only,
+    };
+    let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+    let mut want = reference_hits(&snap, &mut q.criteria, &filter);
+    want.sort_by(default_order);
+    let key = |h: &Hit| (h.doc, h.exact, h.r.to_bits());
+    let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+    let mut top = evaluate(&snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
+    prop_assert_eq!(top.total, want.len());
+    prop_assert_eq!(top.exact_count, want.iter().filter(|h| h.exact).count());
+    prop_assert_eq!(
+        top.hits.iter().map(key).collect::<Vec<_>>(),
+        want.iter().take(k).map(key).collect::<Vec<_>>()
+    );
+    let (m, all) = (
+        top.matched.take().unwrap_or_default(),
+        Matched::of_hits(&want),
+    );
+    prop_assert_eq!((m.exact, m.other), (all.exact, all.other));
+    // explanations grade the page's documents as a full evaluation does
+    for h in &top.hits {
+        let o: Vec<(bool, f64)> = top.explain(&snap, &q.criteria, h.doc);
+        let mut q2 = parse_query(&body, &snap.dims, 1000).unwrap();
+        let full = evaluate(&snap, &mut q2.criteria, &filter, Want::Sorted);
+        prop_assert_eq!(
+            o.iter().map(|(e, r)| (*e, r.to_bits())).collect::<Vec<_>>(),
+            full.explain(&snap, &q2.criteria, h.doc)
+                .iter()
+                .map(|(e, r)| (*e, r.to_bits()))
+                .collect::<Vec<_>>()
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Text requests ranked from bounds equal an item-by-item scan, relevance to the
+    /// bit; most of them are answered by `ranked_results`.
+    #[test]
+    fn ranked_equals_full_scan(
+        text in text_criterion(),
+        others in prop::collection::vec(other_criterion(), 0..2),
+        docs in prop::collection::vec(doc_spec(), 1..80),
+        pad in prop_oneof![Just(0usize), 1000usize..1100],
+        k in 0usize..25,
+        exact_only in prop::bool::weighted(0.2),
+    ) {
+        let mut criteria = others;
+        criteria.insert(0, text);
+        equals_full_scan(criteria, &docs, pad, k, exact_only)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+    /// A part's documents reaching a bound, found any of the three ways, are those
+    /// whose frequency and length (or length class's shortest length) give at least
+    /// that bound.
+    #[test]
+    fn reaching_is_the_documents_bounds_reach(
+        docs in prop::collection::vec(doc_spec(), 1..80),
+        word in 0usize..6,
+        shares in prop::collection::vec(0.0f64..1.1, 1..4),
+    ) {
+        let snap = snapshot(&docs, 1000);
+        let body = json!({"criteria": [{"dimension": "x", "value": WORDS[word], "fields": ["title", "body"]}]});
+        let q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let Node::Leaf(leaf) = &q.criteria[0].node else { unreachable!() };
+        let Matcher::Text(t) = &leaf.matcher else { unreachable!() };
+        let dim = leaf.dim.unwrap();
+        let g = t.gather(&snap, dim).unwrap();
+        let mut b = Bounds::new(&snap, dim, t, &g).unwrap();
+        for j in 0..b.parts.len() {
+            let p = &b.parts[j];
+            let mut lengths = b.lengths(p.field);
+            // (document, frequency, length, its class's shortest length)
+            let docs: Vec<(u32, usize, usize, usize)> = p.levels[0]
+                .iter()
+                .map(|d| {
+                    let tf = p.levels.iter().filter(|l| l.contains(d)).count();
+                    let len = lengths(d);
+                    (d, tf, len, length_class_bounds(length_class(len)).0)
+                })
+                .collect();
+            drop(lengths);
+            for share in &shares {
+                let at_least = b.parts[j].max * share;
+                for way in 0..3 {
+                    b.way = Some(way);
+                    let got = b.reaching(j, at_least, &g.matched);
+                    let p = &b.parts[j];
+                    let reach = |by_class: bool| -> RoaringBitmap {
+                        docs.iter()
+                            .filter(|(_, tf, len, lo)| {
+                                b.bound(p, *tf, if by_class { *lo } else { *len }) >= at_least
+                            })
+                            .map(|(d, ..)| *d)
+                            .collect()
+                    };
+                    // by classes: exactly their members; reading lengths: at least
+                    // those the lengths let reach, at most the classes' members
+                    let (by_length, by_class) = (reach(false), reach(true));
+                    if way == 0 {
+                        prop_assert!(by_length.is_subset(&got), "part {} share {}", j, share);
+                        prop_assert!(got.is_subset(&by_class), "part {} share {}", j, share);
+                    } else {
+                        prop_assert_eq!(got, by_class, "part {} way {} share {}", j, way, share);
+                    }
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Every document outside the few-document parts scores at most the sum of its
+    /// parts' bounds (at its frequencies and length).
+    #[test]
+    fn bounds_bound_scores(
+        docs in prop::collection::vec(doc_spec(), 1..80),
+        pad in prop_oneof![Just(0usize), 1000usize..1100],
+        text in text_criterion(),
+    ) {
+        bounds_hold(&snapshot(&docs, pad), text)?;
+    }
+}
+
+/// Frequencies beyond the last level key (`MAX_LEVEL`) are bounded too.
+#[test]
+fn bounds_bound_frequencies_beyond_the_levels() {
+    let many = vec![0usize; 300];
+    let docs: Vec<DocSpec> = vec![
+        (vec![], [vec![0], many.clone(), vec![]]),
+        (
+            vec![],
+            [vec![1], [many.clone(), vec![6; 40]].concat(), vec![]],
+        ),
+        (vec![], [vec![0, 0], vec![0, 6], vec![0]]),
+    ];
+    let snap = snapshot(&docs, 30);
+    for value in ["red", "red green", "re"] {
+        let text = json!({"dimension": "x", "value": value, "searchStyle": "startsWith"});
+        bounds_hold(&snap, text).unwrap();
+    }
+}
+
+fn bounds_hold(snap: &crate::Snapshot, text: J) -> Result<(), TestCaseError> {
+    let body = json!({"criteria": [text]});
+    let q = parse_query(&body, &snap.dims, 1000).unwrap();
+    let Node::Leaf(leaf) = &q.criteria[0].node else {
+        unreachable!()
+    };
+    let dim = leaf.dim.unwrap();
+    let Matcher::Text(t) = &leaf.matcher else {
+        unreachable!()
+    };
+    let g = t.gather(snap, dim).unwrap();
+    let b = Bounds::new(snap, dim, t, &g).unwrap();
+    let (rank, scored) = t.score_docs(snap, dim, &g, &g.matched, false);
+    for d in g.matched.iter() {
+        if b.few.contains(d) {
+            continue;
+        }
+        let mut sum = 0.0;
+        for p in &b.parts {
+            let tf = p.levels.iter().filter(|l| l.contains(d)).count();
+            if tf > 0 {
+                sum += b.bound(p, tf, b.lengths(p.field)(d));
+            }
+        }
+        let score = scored[rank.get(d).unwrap()].score;
+        prop_assert!(
+            score <= sum,
+            "doc {} scores {} above its bound {}",
+            d,
+            score,
+            sum
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn most_requests_are_ranked() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        text_criterion(),
+        prop::collection::vec(doc_spec(), 20..80),
+        1usize..20,
+    );
+    let before = ANSWERED.with(Cell::get);
+    let cases = 100;
+    for _ in 0..cases {
+        let (text, docs, k) = strategy.new_tree(&mut runner).unwrap().current();
+        equals_full_scan(vec![text], &docs, 0, k, false).unwrap();
+    }
+    let answered = ANSWERED.with(Cell::get) - before;
+    eprintln!("{answered} of {cases} ranked");
+    assert!(answered * 2 > cases, "only {answered} of {cases} ranked");
+}
