@@ -44,6 +44,9 @@ pub(super) struct FieldLengths<'s> {
     pub(super) ignore_length: bool,
 }
 
+/// Queries with more terms are bounded as one set of parts, not per set of terms held.
+const MAX_TERM_SETS: usize = 4;
+
 /// Parts holding at most this many documents are scored whole (`Bounds::few`), not
 /// bounded (tests bound nearly every part).
 const FEW: u64 = if cfg!(test) { 2 } else { 1024 };
@@ -283,31 +286,72 @@ impl<'s> Bounds<'s> {
         }
     }
 
-    /// Documents of `within` outside `few` that may score at least `theta`: each
-    /// document's score is at most the sum of its parts' bounds, so in every part it
-    /// reaches `theta` less what the other parts can add, and in some part a share of
-    /// `theta` (shares in proportion to the parts' largest bounds).
-    /// `None` when more than `budget`.
+    /// Documents of `within` outside `few` that may score at least `theta`, `None` when
+    /// more than `budget`. A document's score is at most the sum of the bounds of the
+    /// parts it is in; so for the set of terms it holds, the largest bounds of those
+    /// terms' parts add up to `theta`, and it is among the documents holding them all
+    /// that reach `theta` in those parts (`reaching_together`). Over every such set of
+    /// terms (all at once with many terms).
     pub(super) fn candidates(
         &self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
     ) -> Option<RoaringBitmap> {
-        let n = self.parts.len();
         if self.max <= 0.0 || theta > self.max {
             return Some(RoaringBitmap::new());
         }
-        let narrowed = self.holding_enough(theta, within);
-        let within = narrowed.as_ref().unwrap_or(within);
-        let mut needs: Vec<(usize, f64)> = (0..n)
-            .map(|j| (j, theta - (self.max - self.parts[j].max)))
+        let nt = self.terms.len();
+        if nt > MAX_TERM_SETS {
+            let all: Vec<usize> = (0..self.parts.len()).collect();
+            return self.reaching_together(&all, theta, within.clone(), budget);
+        }
+        let mut out = RoaringBitmap::new();
+        for set in 1u32..1 << nt {
+            let terms = || (0..nt).filter(move |t| set >> t & 1 == 1);
+            let parts: Vec<usize> = (0..self.parts.len())
+                .filter(|&j| set >> self.parts[j].term & 1 == 1)
+                .collect();
+            let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
+            if max < theta || terms().any(|t| self.terms[t].0.is_empty()) {
+                continue;
+            }
+            let mut holding: Vec<&RoaringBitmap> = terms().map(|t| &self.terms[t].0).collect();
+            holding.sort_by_key(|b| b.len());
+            let mut docs = within & holding[0];
+            for h in &holding[1..] {
+                docs &= *h;
+            }
+            // (overlapping sets may still fit together: checked once united)
+            out |= self.reaching_together(&parts, theta, docs, budget)?;
+            if out.len() > budget {
+                return None;
+            }
+        }
+        Some(out)
+    }
+
+    /// The documents of `docs` whose bounds in `parts` may add up to `theta`: in every
+    /// part they reach `theta` less what the other parts can add, and in some part a
+    /// share of `theta` in proportion to its largest bound. `None` when more than
+    /// `budget`.
+    fn reaching_together(
+        &self,
+        parts: &[usize],
+        theta: f64,
+        docs: RoaringBitmap,
+        budget: u64,
+    ) -> Option<RoaringBitmap> {
+        let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
+        let mut needs: Vec<(usize, f64)> = parts
+            .iter()
+            .map(|&j| (j, theta - (max - self.parts[j].max)))
             .filter(|&(_, need)| need > 0.0)
             .collect();
         if needs.is_empty() {
             let mut some = RoaringBitmap::new();
-            for j in (0..n).filter(|&j| self.parts[j].max > 0.0) {
-                some |= self.reaching(j, theta * self.parts[j].max / self.max, within);
+            for &j in parts.iter().filter(|&&j| self.parts[j].max > 0.0) {
+                some |= self.reaching(j, theta * self.parts[j].max / max, &docs);
                 if some.len() > budget {
                     return None;
                 }
@@ -316,7 +360,7 @@ impl<'s> Bounds<'s> {
         }
         // the parts with the fewest documents first, each within what is left
         needs.sort_by_key(|&(j, _)| self.parts[j].levels[0].len());
-        let mut out = within.clone();
+        let mut out = docs;
         for (j, need) in needs {
             if out.is_empty() {
                 break;
@@ -324,42 +368,6 @@ impl<'s> Bounds<'s> {
             out = self.reaching(j, need, &out);
         }
         (out.len() <= budget).then_some(out)
-    }
-
-    /// The documents of `within` holding terms whose parts' largest bounds add up to
-    /// `theta` (none other can score that much): the union, over the smallest such sets
-    /// of terms, of the documents holding all of a set. `None` when any one term may do.
-    pub(super) fn holding_enough(
-        &self,
-        theta: f64,
-        within: &RoaringBitmap,
-    ) -> Option<RoaringBitmap> {
-        let nt = self.terms.len();
-        if !(2..=8).contains(&nt) || self.terms.iter().any(|t| t.1 >= theta) {
-            return None;
-        }
-        let enough = |set: u32| {
-            let max: f64 = (0..nt)
-                .filter(|t| set >> t & 1 == 1)
-                .map(|t| self.terms[t].1)
-                .sum();
-            max >= theta
-        };
-        // the sets enough with no term to spare
-        let minimal: Vec<u32> = (1u32..1 << nt)
-            .filter(|&set| {
-                enough(set) && (0..nt).all(|t| set >> t & 1 == 0 || !enough(set & !(1 << t)))
-            })
-            .collect();
-        let mut out = RoaringBitmap::new();
-        for set in minimal {
-            let mut docs = within.clone();
-            for t in (0..nt).filter(|t| set >> t & 1 == 1) {
-                docs &= &self.terms[t].0;
-            }
-            out |= docs;
-        }
-        Some(out)
     }
 
     /// Scores documents of `within` until the `k` best are known: returns `theta` such
