@@ -44,6 +44,9 @@ pub(super) struct FieldLengths<'s> {
     pub(super) ignore_length: bool,
 }
 
+/// A threshold is set this much below the k-th best score found so far.
+const BELOW: f64 = 0.98;
+
 /// Queries with more terms are bounded as one set of parts, not per set of terms held.
 const MAX_TERM_SETS: usize = 4;
 
@@ -389,12 +392,13 @@ impl<'s> Bounds<'s> {
             return Some(0.0);
         }
         // the parts with few documents are scored whole; the others are bounded, from
-        // the largest bound down until k documents reach one, then the k-th best score
-        // found (a little less: ties at it are then all scored)
+        // the largest bound down until k documents reach one, then a little below the
+        // k-th best score found (ties at it are then all scored, and a k-th best just
+        // under a threshold needs no further round)
         scorer.score(&(&self.few & within))?;
         let mut theta = self.max;
         if let Some(kth) = scorer.kth_in(within, k) {
-            theta = theta.min(kth * (1.0 - 1e-6));
+            theta = theta.min(kth * BELOW);
         }
         for _ in 0..64 {
             let budget = scorer.limit.saturating_sub(scorer.done.len());
@@ -402,8 +406,8 @@ impl<'s> Bounds<'s> {
             scorer.score(&c)?;
             match scorer.kth_in(within, k) {
                 Some(kth) if kth >= theta => return Some(theta),
-                Some(kth) => theta = kth * (1.0 - 1e-6),
-                None => theta *= 0.9,
+                Some(kth) => theta = kth * BELOW,
+                None => theta *= 0.9 * BELOW,
             }
             if theta <= 0.0 {
                 return None;
