@@ -498,6 +498,16 @@ pub fn numeric_closeness(d: f64, s: f64) -> f64 {
 }
 
 impl Leaf {
+    /// The relevance it gives an item it finds exact (text grades it: not for text):
+    /// `exactRelevance`, or 1 for `{"dimension": ""}`.
+    pub fn exact_relevance(&self) -> f64 {
+        if self.dim.is_some() {
+            self.exact_rel
+        } else {
+            1.0
+        }
+    }
+
     /// The relevance rules of §7.2 for one item, from its column value when the chunk
     /// has one, else from its row.
     #[inline]
@@ -505,7 +515,7 @@ impl Leaf {
         let Some(dim) = self.dim else {
             return Outcome {
                 exact: true,
-                r: 1.0,
+                r: self.exact_relevance(),
                 culled: false,
             };
         };

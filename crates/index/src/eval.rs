@@ -350,28 +350,17 @@ fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
     span.max(1.0) / 10.0
 }
 
-/// Prepares the text criteria (`prepare` with `text`, the rest done).
-fn prepare_text(criteria: &mut [Criterion], snap: &Snapshot) {
-    for c in criteria {
-        match &mut c.node {
-            Node::Group { children, .. } => prepare_text(children, snap),
-            Node::Leaf(leaf) => {
-                if let (Matcher::Text(t), Some(d)) = (&mut leaf.matcher, leaf.dim) {
-                    t.prepare(snap, d);
-                }
-            }
-        }
-    }
-}
-
-/// Calls `f` on every text matcher in the criteria tree.
-fn for_each_text(criteria: &mut [Criterion], f: &mut dyn FnMut(&mut crate::text::TextMatcher)) {
+/// Calls `f` on every text matcher in the criteria tree, with its dimension.
+fn for_each_text(
+    criteria: &mut [Criterion],
+    f: &mut dyn FnMut(Option<usize>, &mut crate::text::TextMatcher),
+) {
     for c in criteria {
         match &mut c.node {
             Node::Group { children, .. } => for_each_text(children, f),
             Node::Leaf(leaf) => {
                 if let Matcher::Text(t) = &mut leaf.matcher {
-                    f(t);
+                    f(leaf.dim, t);
                 }
             }
         }
@@ -599,7 +588,7 @@ pub fn evaluate(
     prepare(criteria, snap, &mut scales, false);
     let ctx = EvalCtx { scales };
     let mut has_text = false;
-    for_each_text(criteria, &mut |_| has_text = true);
+    for_each_text(criteria, &mut |_, _| has_text = true);
     if !has_text {
         if let Some((set, r)) = exact_results(snap, criteria, &ctx, filter.exact_only) {
             return from_set(snap, &set, r, filter, want, ctx);
@@ -608,7 +597,11 @@ pub fn evaluate(
         if let Some(results) = ranked_results(snap, criteria, &ctx, filter, want) {
             return results;
         }
-        prepare_text(criteria, snap);
+        for_each_text(criteria, &mut |dim, t| {
+            if let Some(d) = dim {
+                t.prepare(snap, d)
+            }
+        });
     }
     let mut candidates: Option<Vec<u32>> =
         candidates(snap, criteria, filter.exact_only).map(|c| c.iter().collect());
@@ -618,7 +611,9 @@ pub fn evaluate(
         // exactness do not depend on the grading), the second ranks them.
         let frozen: &[Criterion] = criteria;
         let results: Vec<u32> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
-        for_each_text(criteria, &mut |t| t.set_max_over(results.iter().copied()));
+        for_each_text(criteria, &mut |_, t| {
+            t.set_max_over(results.iter().copied())
+        });
         candidates = Some(results);
     }
     let frozen: &[Criterion] = criteria;
@@ -676,7 +671,7 @@ pub(crate) fn reference_hits(
             }
         }
     }
-    for_each_text(criteria, &mut |t| {
+    for_each_text(criteria, &mut |_, t| {
         t.set_max_over(hits.iter().map(|h| h.doc))
     });
     for h in &mut hits {

@@ -47,15 +47,7 @@ pub(crate) fn exact_results(
         if !(exact_only || (c.cull || alone) && others_score_zero(leaf)) {
             return None;
         }
-        // (`{"dimension": ""}`: every item, exact, relevance 1)
-        mean.add(
-            c.weight,
-            if leaf.dim.is_some() {
-                leaf.exact_rel
-            } else {
-                1.0
-            },
-        );
+        mean.add(c.weight, leaf.exact_relevance());
         leaves.push(leaf);
         culled_all |= c.cull && leaf.dim.is_some() && leaf.exact_rel == 0.0;
     }

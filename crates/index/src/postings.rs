@@ -51,11 +51,19 @@ impl DimPostings {
 
     /// The postings of every key starting with `prefix`, in key order.
     pub(crate) fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = &RoaringBitmap> + '_ {
+        self.prefix_entries(prefix).map(|(_, b)| b)
+    }
+
+    /// Every key starting with `prefix` and its postings, in key order.
+    pub(crate) fn prefix_entries(
+        &self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = (&[u8], &RoaringBitmap)> + '_ {
         let owned = prefix.to_vec();
         self.map
             .range::<_, [u8]>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(&owned))
-            .map(|(_, b)| &**b)
+            .map(|(k, b)| (&**k, &**b))
     }
 
     pub(crate) fn bytes(&self) -> usize {

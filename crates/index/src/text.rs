@@ -10,6 +10,7 @@ use serde_json::{Map, Value as J};
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
+use crate::columns::ChunkCols;
 use crate::postings::{text_key, text_level_key, MAX_LEVEL};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::Snapshot;
@@ -26,6 +27,24 @@ pub(crate) fn average_length((total, with_field): (u64, u64)) -> f64 {
     }
 }
 
+/// The length in tokens of field `field` of document `doc`'s value in text dimension
+/// `dim`, from its chunk's columns `cols` when they hold it, else from its row (0
+/// without a value): the length BM25 reads.
+pub(crate) fn field_length(
+    snap: &Snapshot,
+    cols: Option<&ChunkCols>,
+    dim: usize,
+    doc: u32,
+    field: usize,
+) -> usize {
+    cols.and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, field))
+        .or_else(|| match snap.doc(doc)?.values.get(dim)?.as_ref()? {
+            IndexedValue::Text(toks) => Some(toks.group(field).count()),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
 /// One query term's BM25 contribution in one field.
 pub(crate) fn bm25_term(idf: f64, tf: f64, len: f64, avg: f64, ignore_length: bool) -> f64 {
     let b = if ignore_length { 0.0 } else { B };
@@ -38,15 +57,16 @@ pub struct TextMatcher {
     /// Number of query terms (the first selected field's analysis defines them).
     pub(crate) n_terms: usize,
     pub(crate) require_all: bool,
-    pub(crate) ignore_idf: bool,
+    ignore_idf: bool,
     pub(crate) prefix_last: bool,
     /// Every document holding a query term, numbered in doc order (after `prepare`).
     rank: DocRank,
     /// Per document of `rank`, its score.
     scored: Vec<Scored>,
     /// Best score among the query's results (grading reference for `g`).
-    pub(crate) max_score: f64,
-    /// Documents holding a query term, found by `prepare`.
+    max_score: f64,
+    /// Documents holding a query term, found by `prepare` (after `set_scored`: those
+    /// scored).
     matched: RoaringBitmap,
 }
 
@@ -351,8 +371,7 @@ impl TextMatcher {
         let Some(g) = self.gather(snap, dim) else {
             return;
         };
-        // every source is a subset of `matched`: read whole
-        let (rank, scored) = self.score_docs(snap, dim, &g, &g.matched, false);
+        let (rank, scored) = self.score_all(snap, dim, &g);
         self.max_score = scored.iter().map(|p| p.score).fold(0.0, f64::max);
         self.rank = rank;
         self.scored = scored;
@@ -438,37 +457,19 @@ impl TextMatcher {
         })
     }
 
-    /// The score of every member of `docs` (holders of a query term), numbered by a
-    /// `DocRank`; with `intersect`, each source is intersected with `docs` first (when
-    /// `docs` is a few of the holders).
-    pub(crate) fn score_docs(
+    /// The score of every document holding a query term (`g.matched`), numbered by a
+    /// `DocRank`, term at a time over ranges of documents in parallel.
+    pub(crate) fn score_all(
         &self,
         snap: &Snapshot,
         dim: usize,
         g: &Gathered<'_>,
-        docs: &RoaringBitmap,
-        intersect: bool,
     ) -> (DocRank, Vec<Scored>) {
         let stride = self.fields.len() * self.n_terms;
-        let rank = DocRank::new(docs);
+        let rank = DocRank::new(&g.matched);
         let n = rank.len();
         let mut tf = vec![0u16; n * stride];
         let mut scored = vec![Scored::default(); n];
-        if intersect {
-            for &(slot, b) in &g.sources {
-                for d in &(b & docs) {
-                    if let Some(r) = rank.get(d) {
-                        let at = r * stride + slot;
-                        tf[at] = tf[at].saturating_add(1);
-                    }
-                }
-            }
-            for (i, d) in docs.iter().enumerate() {
-                let counts = &tf[i * stride..(i + 1) * stride];
-                scored[i] = self.score(snap, dim, d, counts, g);
-            }
-            return (rank, scored);
-        }
         // documents split into ranges, each range's slice of `tf` and `scored` filled by
         // one task: every source is read once per range, in doc order
         let bounds = rank.split(if n < 16_384 {
@@ -488,6 +489,7 @@ impl TextMatcher {
         let rank_ref = &rank;
         parts.into_par_iter().for_each(|(docs, tf, scored)| {
             let first = rank_ref.below(docs.start);
+            // (every source is a subset of `g.matched`: read whole)
             for &(slot, b) in &g.sources {
                 for d in b.range(docs.clone()) {
                     if let Some(r) = rank_ref.get(d) {
@@ -502,6 +504,30 @@ impl TextMatcher {
             }
         });
         (rank, scored)
+    }
+
+    /// The scores of `docs` (a few of the holders of a query term), in doc order: each
+    /// source is intersected with them first.
+    pub(crate) fn score_some(
+        &self,
+        snap: &Snapshot,
+        dim: usize,
+        g: &Gathered<'_>,
+        docs: &RoaringBitmap,
+    ) -> Vec<Scored> {
+        let stride = self.fields.len() * self.n_terms;
+        let mut tf = vec![0u16; docs.len() as usize * stride];
+        for &(slot, b) in &g.sources {
+            for d in &(b & docs) {
+                // (a member: its rank is at least 1)
+                let at = (docs.rank(d) as usize - 1) * stride + slot;
+                tf[at] = tf[at].saturating_add(1);
+            }
+        }
+        docs.iter()
+            .zip(tf.chunks_exact(stride.max(1)))
+            .map(|(d, counts)| self.score(snap, dim, d, counts, g))
+            .collect()
     }
 
     /// The score of document `doc` from its term frequencies per (field, term) slot,
@@ -541,10 +567,7 @@ impl TextMatcher {
                 }
             }
             let tf_of = |t: usize| if from_row { row_tf[t] } else { tf[t] as u32 };
-            let len = cols
-                .and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, fq.index))
-                .or_else(|| Some(row()?.group(fq.index).count()))
-                .unwrap_or(0) as f64;
+            let len = field_length(snap, cols, dim, doc, fq.index) as f64;
             let avg = average_length(stats[fi]);
             let mut fs = 0.0;
             for (t, ct) in contained.iter_mut().enumerate() {

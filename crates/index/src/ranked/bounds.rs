@@ -8,8 +8,9 @@
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::Scorer;
+use crate::columns::ChunkCols;
 use crate::postings::{length_class_bounds, text_key, text_length_key, text_level_key, MAX_LEVEL};
-use crate::text::{average_length, bm25_term, Gathered, TextMatcher, K1};
+use crate::text::{average_length, bm25_term, field_length, Gathered, TextMatcher, K1};
 use crate::Snapshot;
 
 /// Tokens a `startsWith` term may stand for here (each bounded on its own).
@@ -58,6 +59,22 @@ const FEW: u64 = if cfg!(test) { 2 } else { 1024 };
 /// (tests bound sets larger than the page).
 const SMALL: u64 = 256;
 
+/// How `Bounds::reaching` finds the documents of a level in the length classes reaching
+/// a bound.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Way {
+    /// Reading each document's length.
+    Lengths,
+    /// Intersecting with the union of the classes reaching it.
+    Shorter,
+    /// Taking away the union of the classes that do not.
+    LongerTakenAway,
+}
+
+impl Way {
+    pub(super) const ALL: [Way; 3] = [Way::Lengths, Way::Shorter, Way::LongerTakenAway];
+}
+
 pub(super) struct Bounds<'s> {
     pub(super) snap: &'s Snapshot,
     pub(super) dim: usize,
@@ -69,7 +86,7 @@ pub(super) struct Bounds<'s> {
     /// How many documents hold a query term (`within` sets as large hold them all).
     pub(super) holders: u64,
     /// How `reaching` finds a level's documents, when not the cheapest (tests).
-    pub(super) way: Option<usize>,
+    pub(super) way: Option<Way>,
     /// Per query term: the documents holding it in a bounded part, and the sum of those
     /// parts' largest bounds.
     pub(super) terms: Vec<(RoaringBitmap, f64)>,
@@ -88,21 +105,14 @@ impl<'s> Bounds<'s> {
         let mut fields = Vec::new();
         let mut parts = Vec::new();
         let mut few = Vec::new();
-        let from = |key: &[u8]| {
-            (
-                std::ops::Bound::Included(key.to_vec().into_boxed_slice()),
-                std::ops::Bound::Unbounded,
-            )
-        };
         for (fi, fq) in t.fields.iter().enumerate() {
-            let lo = text_length_key(fq.index, 0);
+            // (the class is the key's last two bytes)
+            let lengths = text_length_key(fq.index, 0);
             let classes = post
-                .map
-                .range(from(&lo))
-                .take_while(|(key, _)| key.starts_with(&lo[..3]))
+                .prefix_entries(&lengths[..3])
                 .map(|(key, b)| {
                     let class = u16::from_be_bytes([key[3], key[4]]);
-                    (length_class_bounds(class).0, &**b)
+                    (length_class_bounds(class).0, b)
                 })
                 .collect();
             fields.push(FieldLengths {
@@ -114,27 +124,26 @@ impl<'s> Bounds<'s> {
             for ti in 0..nt {
                 let term = fq.terms.get(ti).map(String::as_str).unwrap_or("");
                 let weight = fq.boost * g.idfs[fi][ti];
-                let tokens: Vec<Vec<u8>> = if t.prefix_last && ti + 1 == nt {
-                    let key = text_key(fq.index, term);
-                    let found: Vec<Vec<u8>> = post
-                        .map
-                        .range(from(&key))
-                        .take_while(|(k, _)| k.starts_with(&key))
+                // (token, documents holding it): a `startsWith` term's every token
+                let key = text_key(fq.index, term);
+                let tokens: Vec<(&[u8], &RoaringBitmap)> = if t.prefix_last && ti + 1 == nt {
+                    let found: Vec<_> = post
+                        .prefix_entries(&key)
                         .take(MAX_PREFIX_TOKENS + 1)
-                        .map(|(k, _)| k[2..].to_vec())
+                        .map(|(k, b)| (&k[2..], b))
                         .collect();
                     if found.len() > MAX_PREFIX_TOKENS {
                         return None;
                     }
                     found
                 } else {
-                    vec![term.as_bytes().to_vec()]
+                    post.get(&key)
+                        .map(|b| (term.as_bytes(), b))
+                        .into_iter()
+                        .collect()
                 };
-                for tok in tokens {
-                    let tok = std::str::from_utf8(&tok).ok()?;
-                    let Some(first) = post.get(&text_key(fq.index, tok)) else {
-                        continue;
-                    };
+                for (tok, first) in tokens {
+                    let tok = std::str::from_utf8(tok).ok()?;
                     if first.len() <= FEW {
                         few.push(first);
                         continue;
@@ -243,28 +252,23 @@ impl<'s> Bounds<'s> {
             let way = if let Some(way) = self.way {
                 way
             } else if cfg!(test) {
-                (j + li + upto) % 3
+                Way::ALL[(j + li + upto) % Way::ALL.len()]
             } else if 4 * docs.len() <= shorter.min(longer) {
-                0
+                Way::Lengths
             } else if shorter <= longer {
-                1
+                Way::Shorter
             } else {
-                2
+                Way::LongerTakenAway
             };
-            if way == 0 {
-                let mut b = RoaringBitmap::new();
-                let mut lengths = self.lengths(p.field);
-                for d in docs.iter() {
-                    if self.bound(p, tf, lengths(d)) >= at_least {
-                        b.push(d);
-                    }
+            out.push(match way {
+                Way::Lengths => {
+                    let mut lengths = self.lengths(p.field);
+                    let reach = |&d: &u32| self.bound(p, tf, lengths(d)) >= at_least;
+                    docs.iter().filter(reach).collect()
                 }
-                out.push(b);
-            } else if way == 1 {
-                out.push(docs & f.classes[..upto].iter().map(|c| c.1).union());
-            } else {
-                out.push(docs - f.classes[upto..].iter().map(|c| c.1).union());
-            }
+                Way::Shorter => docs & f.classes[..upto].iter().map(|c| c.1).union(),
+                Way::LongerTakenAway => docs - f.classes[upto..].iter().map(|c| c.1).union(),
+            });
         }
         out.union()
     }
@@ -273,19 +277,13 @@ impl<'s> Bounds<'s> {
     /// each chunk's columns looked up once).
     pub(super) fn lengths(&self, field: usize) -> impl FnMut(u32) -> usize + '_ {
         let index = self.fields[field].index;
-        let (snap, dim) = (self.snap, self.dim);
-        let mut at: (usize, Option<&crate::columns::ChunkCols>) = (usize::MAX, None);
+        let mut at: (usize, Option<&ChunkCols>) = (usize::MAX, None);
         move |doc| {
-            let (c, i) = (doc as usize / crate::CHUNK, doc as usize % crate::CHUNK);
+            let c = doc as usize / crate::CHUNK;
             if at.0 != c {
-                at = (c, snap.chunk_cols(c));
+                at = (c, self.snap.chunk_cols(c));
             }
-            at.1.and_then(|cc| cc.text_len(dim, i, index))
-                .or_else(|| match snap.doc(doc)?.values.get(dim)?.as_ref()? {
-                    discern_dimensions::IndexedValue::Text(toks) => Some(toks.group(index).count()),
-                    _ => None,
-                })
-                .unwrap_or(0)
+            field_length(self.snap, at.1, self.dim, doc, index)
         }
     }
 

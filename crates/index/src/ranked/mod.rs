@@ -220,8 +220,8 @@ fn find(
                 Node::Leaf(leaf) if i == plan.at => {
                     grade(p, max_score, leaf.exact_rel, leaf.fuzzy_rel).1
                 }
-                Node::Leaf(leaf) if leaf.dim.is_some() => leaf.exact_rel,
-                _ => 1.0,
+                Node::Leaf(leaf) => leaf.exact_relevance(),
+                Node::Group { .. } => unreachable!("`plan` takes leaves only"),
             };
             mean.add(c.weight, r);
         }
@@ -291,7 +291,7 @@ impl Scorer<'_, '_> {
         if self.done.len() + new.len() > self.limit {
             return None;
         }
-        let (_, scored) = self.t.score_docs(self.snap, self.dim, self.g, &new, true);
+        let scored = self.t.score_some(self.snap, self.dim, self.g, &new);
         self.scored.extend(new.iter().zip(scored));
         self.done |= new;
         Some(())

@@ -1,6 +1,6 @@
 //! The ranked answers equal an item-by-item scan; bounds bound scores.
 
-use super::bounds::Bounds;
+use super::bounds::{Bounds, Way};
 use super::*;
 use crate::eval::{evaluate, reference_hits};
 use crate::postings::{length_class, length_class_bounds};
@@ -225,7 +225,7 @@ proptest! {
             drop(lengths);
             for share in &shares {
                 let at_least = b.parts[j].max * share;
-                for way in 0..3 {
+                for way in Way::ALL {
                     b.way = Some(way);
                     let got = b.reaching(j, at_least, &g.matched);
                     let p = &b.parts[j];
@@ -240,11 +240,11 @@ proptest! {
                     // by classes: exactly their members; reading lengths: at least
                     // those the lengths let reach, at most the classes' members
                     let (by_length, by_class) = (reach(false), reach(true));
-                    if way == 0 {
+                    if way == Way::Lengths {
                         prop_assert!(by_length.is_subset(&got), "part {} share {}", j, share);
                         prop_assert!(got.is_subset(&by_class), "part {} share {}", j, share);
                     } else {
-                        prop_assert_eq!(got, by_class, "part {} way {} share {}", j, way, share);
+                        prop_assert_eq!(got, by_class, "part {} way {:?} share {}", j, way, share);
                     }
                 }
             }
@@ -297,7 +297,7 @@ fn bounds_hold(snap: &crate::Snapshot, text: J) -> Result<(), TestCaseError> {
     };
     let g = t.gather(snap, dim).unwrap();
     let b = Bounds::new(snap, dim, t, &g).unwrap();
-    let (rank, scored) = t.score_docs(snap, dim, &g, &g.matched, false);
+    let (rank, scored) = t.score_all(snap, dim, &g);
     for d in g.matched.iter() {
         if b.few.contains(d) {
             continue;
