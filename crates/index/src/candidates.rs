@@ -93,7 +93,7 @@ fn leaf_survivors(
 }
 
 /// A superset of the documents with a value that are exact on `leaf`.
-fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
+pub(crate) fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
     match &leaf.matcher {
         Matcher::Has => Some((*post.has).clone()),
         Matcher::Keyword { values, .. } if values.is_empty() => Some((*post.has).clone()),
@@ -134,7 +134,7 @@ fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
 }
 
 /// A superset of the documents with a value in `set`: those in the buckets it overlaps.
-fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
+pub(crate) fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
     numeric_buckets(post, set)
         .into_iter()
         .map(|(_, b)| b)
@@ -462,13 +462,18 @@ mod tests {
     /// The documents, after `pad` others (the same specs again) so that they can lie in
     /// a second chunk.
     fn snapshot(docs: &[DocSpec], pad: usize) -> Snapshot {
+        snapshot_padded(docs, pad, docs)
+    }
+
+    /// `snapshot`, the `pad` documents before made from `pad_docs` (in turn).
+    fn snapshot_padded(pad_docs: &[DocSpec], pad: usize, docs: &[DocSpec]) -> Snapshot {
         // ids out of doc-number order, so that ties between equally relevant items are
         // decided by id, not by the order items are scanned in
         let id = |i: usize| format!("i{:04}", (i * 37) % 10_000);
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
         let mut w = IndexWriter::new();
         let mut b = w.begin(&Snapshot::empty(dims));
-        let specs = (0..pad).map(|i| &docs[i % docs.len()]).chain(docs);
+        let specs = (0..pad).map(|i| &pad_docs[i % pad_docs.len()]).chain(docs);
         for (i, (kw, el, pt, words, nums)) in specs.enumerate() {
             // documents with several values are read from their rows, or from a
             // column's side list
@@ -552,6 +557,8 @@ mod tests {
     #[derive(Debug)]
     struct Scene {
         docs: Vec<DocSpec>,
+        /// What the `pad` documents are made from (`None`: `docs`).
+        pad_docs: Option<Vec<DocSpec>>,
         exact_only: bool,
         k: usize,
         pad: usize,
@@ -570,6 +577,7 @@ mod tests {
         )
             .prop_map(|(docs, exact_only, k, pad, only, not)| Scene {
                 docs,
+                pad_docs: None,
                 exact_only,
                 k,
                 pad,
@@ -593,6 +601,7 @@ mod tests {
         for k in [0, 1] {
             let scene = Scene {
                 docs: vec![none.clone(), near.clone()],
+                pad_docs: None,
                 exact_only: false,
                 k,
                 pad: 0,
@@ -628,6 +637,125 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        /// Scoring a chunk against a bar leaves out only documents that are results, not
+        /// exact, and below the bar (or any, when the bar is exact); every other
+        /// document's outcome is, to the bit, the one scoring without a bar gives.
+        #[test]
+        fn a_bar_leaves_out_only_what_cannot_beat_it(
+            criteria in prop::collection::vec(criterion(), 2..5),
+            docs in prop::collection::vec(doc_spec(), 1..80),
+            bar_exact in any::<bool>(),
+            bar_r in prop_oneof![0.0f64..1.0, Just(1.0)],
+        ) {
+            use crate::kernels::{ChunkScores, ChunkView};
+            let snap = snapshot(&docs, 0);
+            let body = json!({"criteria": criteria});
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let ctx = crate::eval::prepared(&snap, &mut q.criteria);
+            let bar = (bar_exact, bar_r);
+            for (c, chunk) in snap.chunks().iter().enumerate() {
+                let idx: Vec<u16> = (0..chunk.docs.len())
+                    .filter(|&i| chunk.docs[i].is_some())
+                    .map(|i| i as u16)
+                    .collect();
+                let view = ChunkView {
+                    docs: &chunk.docs,
+                    cols: snap.chunk_cols(c),
+                    base: (c * crate::CHUNK) as u32,
+                    idx: &idx,
+                };
+                let (mut full, mut barred) = (ChunkScores::default(), ChunkScores::default());
+                full.compute(&q.criteria, &ctx, &view, None);
+                barred.compute(&q.criteria, &ctx, &view, Some(bar));
+                for j in 0..idx.len() {
+                    let want = full.outcome(&q.criteria, j);
+                    if barred.skipped(j) {
+                        let Some((exact, r)) = want else {
+                            return Err(TestCaseError::fail(format!("{j}: left out, culled")));
+                        };
+                        prop_assert!(!exact && r > 0.0, "{j}: left out, {exact} {r}");
+                        prop_assert!(bar.0 || r < bar.1, "{j}: left out, {r} vs {bar:?}");
+                    } else {
+                        let got = barred.outcome(&q.criteria, j);
+                        let bits = |o: Option<(bool, f64)>| o.map(|(e, r)| (e, r.to_bits()));
+                        prop_assert_eq!(bits(got), bits(want), "{}", j);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Criteria ranking every document, none culling (what `reach.rs` answers).
+    fn ranking_criteria() -> impl Strategy<Value = Vec<J>> {
+        prop::collection::vec(criterion(), 1..5).prop_map(|cs| {
+            cs.into_iter()
+                .filter(|c| c["dimension"] != "x")
+                .map(|mut c| {
+                    c["cull"] = json!(false);
+                    if let Some(o) = c.as_object_mut() {
+                        o.remove("cullDistance");
+                    }
+                    c
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        /// Requests ranking every document, over two chunks (`equals_full_scan`).
+        #[test]
+        fn reached_equals_full_scan(
+            criteria in ranking_criteria(),
+            docs in prop::collection::vec(doc_spec(), 1..60),
+            pad_docs in prop::collection::vec(doc_spec(), 1..30),
+            k in 1usize..12,
+            pad in prop_oneof![Just(0usize), 1000usize..1100],
+        ) {
+            // (the sample, the first chunk, is mostly other documents)
+            let pad_docs = Some(pad_docs);
+            let scene = Scene { docs, pad_docs, exact_only: false, k, pad, only: None, not: None };
+            equals_full_scan(criteria, scene)?;
+        }
+    }
+
+    /// The requests `reached_equals_full_scan` makes are mostly answered from reach.
+    #[test]
+    fn most_ranking_requests_are_reached() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = (
+            ranking_criteria(),
+            prop::collection::vec(doc_spec(), 20..60),
+            1usize..12,
+        );
+        let before = crate::reach::ANSWERED.with(|n| n.get());
+        let cases = 100;
+        for _ in 0..cases {
+            let (criteria, docs, k) = strategy.new_tree(&mut runner).unwrap().current();
+            let scene = Scene {
+                docs,
+                pad_docs: None,
+                exact_only: false,
+                k,
+                pad: 1000,
+                only: None,
+                not: None,
+            };
+            equals_full_scan(criteria, scene).unwrap();
+        }
+        // (three evaluations per case: `Want::Top` and `TopAndMatched` can be reached)
+        let answered = crate::reach::ANSWERED.with(|n| n.get()) - before;
+        eprintln!("{answered} of {} reached", 2 * cases);
+        assert!(
+            answered * 2 > cases,
+            "only {answered} of {} reached",
+            2 * cases
+        );
+    }
+
     /// Narrowing by postings, answering from sets, scoring a chunk at a time from its
     /// columns and keeping only the top never changes a result: the hits equal an
     /// item-by-item scan of the rows, in the same order, with bit-identical relevance and
@@ -635,13 +763,14 @@ mod tests {
     fn equals_full_scan(criteria: Vec<J>, scene: Scene) -> Result<(), TestCaseError> {
         let Scene {
             docs,
+            pad_docs,
             exact_only,
             k,
             pad,
             only,
             not,
         } = scene;
-        let snap = snapshot(&docs, pad);
+        let snap = snapshot_padded(pad_docs.as_deref().unwrap_or(&docs), pad, &docs);
         let ids = |set: &Option<HashSet<usize>>| {
             set.as_ref().map(|s| {
                 s.iter()

@@ -91,7 +91,7 @@ pub struct ElementRule {
     /// Under a wanted element, or one of the isolated ones.
     pub(crate) exact: bool,
     /// The best closeness to any wanted or isolated element.
-    best: f64,
+    pub(crate) best: f64,
 }
 
 fn element_rules(
@@ -508,6 +508,17 @@ impl Leaf {
         }
     }
 
+    /// The most relevance it gives any document (text grades: at most 1).
+    pub(crate) fn max_relevance(&self) -> f64 {
+        match self.matcher {
+            Matcher::Text(_) => 1.0,
+            _ => self
+                .exact_relevance()
+                .max(self.fuzzy_rel)
+                .max(self.null_rel),
+        }
+    }
+
     /// The relevance rules of §7.2 for one item, from its column value when the chunk
     /// has one, else from its row.
     #[inline]
@@ -739,7 +750,7 @@ pub struct EvalCtx {
 }
 
 impl EvalCtx {
-    fn scale(&self, dim: usize) -> f64 {
+    pub(crate) fn scale(&self, dim: usize) -> f64 {
         self.scales.get(dim).copied().unwrap_or(0.1)
     }
 }

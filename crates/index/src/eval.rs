@@ -16,6 +16,7 @@ use crate::criteria::{ItemRef, WeightedMean};
 use crate::exact::{exact_results, from_set};
 use crate::kernels::{ChunkScores, ChunkView};
 use crate::ranked::ranked_results;
+use crate::reach::reached_results;
 use crate::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -496,13 +497,42 @@ fn scan<S: Sink>(
     filter: &Filter<'_>,
     make: impl Fn() -> S + Sync + Send,
 ) -> S {
+    scan_with(snap, candidates, None, criteria, ctx, filter, make)
+}
+
+/// `scan` of the documents `docs` (ascending), with a bar every result kept must
+/// beat (`Sink::bar`) known beforehand.
+pub(crate) fn scan_docs<S: Sink>(
+    snap: &Snapshot,
+    docs: &[u32],
+    bar: Option<(bool, f64)>,
+    criteria: &[Criterion],
+    ctx: &EvalCtx,
+    filter: &Filter<'_>,
+    make: impl Fn() -> S + Sync + Send,
+) -> S {
+    scan_with(snap, Some(docs), bar, criteria, ctx, filter, make)
+}
+
+fn scan_with<S: Sink>(
+    snap: &Snapshot,
+    candidates: Option<&[u32]>,
+    bar: Option<(bool, f64)>,
+    criteria: &[Criterion],
+    ctx: &EvalCtx,
+    filter: &Filter<'_>,
+    make: impl Fn() -> S + Sync + Send,
+) -> S {
     let part = || Part {
         sink: make(),
         idx: Vec::with_capacity(crate::CHUNK),
         scores: ChunkScores::default(),
     };
     let admit_all = filter.admits_all();
-    let run = |mut p: Part<S>, c: usize, positions: &mut dyn Iterator<Item = usize>| {
+    let run = |mut p: Part<S>,
+               seed: Option<(bool, f64)>,
+               c: usize,
+               positions: &mut dyn Iterator<Item = usize>| {
         let chunk = &snap.chunks()[c];
         p.idx.clear();
         for i in positions {
@@ -522,7 +552,8 @@ fn scan<S: Sink>(
             base: (c * crate::CHUNK) as u32,
             idx: &p.idx,
         };
-        p.scores.compute(criteria, ctx, &view, p.sink.bar());
+        p.scores
+            .compute(criteria, ctx, &view, stronger(p.sink.bar(), seed));
         for (j, &i) in p.idx.iter().enumerate() {
             if p.scores.skipped(j) {
                 if !filter.exact_only {
@@ -559,6 +590,7 @@ fn scan<S: Sink>(
                 .fold(part, |p, &(c, a, b)| {
                     run(
                         p,
+                        bar,
                         c,
                         &mut docs[a..b].iter().map(|&n| n as usize % crate::CHUNK),
                     )
@@ -566,14 +598,37 @@ fn scan<S: Sink>(
                 .map(|p| p.sink)
                 .reduce(&make, S::merge)
         }
-        None => (0..snap.chunks().len())
-            .into_par_iter()
-            .fold(part, |p, c| {
-                let len = snap.chunks()[c].docs.len();
-                run(p, c, &mut (0..len))
-            })
-            .map(|p| p.sink)
-            .reduce(&make, S::merge),
+        None => {
+            let chunks = snap.chunks().len();
+            let pass = |seed: Option<(bool, f64)>, sampled: bool| {
+                (0..chunks)
+                    .into_par_iter()
+                    .filter(|c| (c % SAMPLE_EVERY == 0) == sampled)
+                    .fold(part, |p, c| {
+                        let len = snap.chunks()[c].docs.len();
+                        run(p, seed, c, &mut (0..len))
+                    })
+                    .map(|p| p.sink)
+                    .reduce(&make, S::merge)
+            };
+            // A sample of the chunks first: the best results it finds are a bar the
+            // rest must beat from their first chunk on (a bar found scanning grows
+            // only as fast as the scan goes).
+            let sample = pass(bar, true);
+            let seed = stronger(sample.bar(), bar);
+            sample.merge(pass(seed, false))
+        }
+    }
+}
+
+/// Every `SAMPLE_EVERY`-th chunk is scored before the others (`scan`).
+const SAMPLE_EVERY: usize = 16;
+
+/// The higher of two bars, in the default order (exact above not, then relevance).
+fn stronger(a: Option<(bool, f64)>, b: Option<(bool, f64)>) -> Option<(bool, f64)> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if (x.0, x.1) >= (y.0, y.1) { x } else { y }),
+        (x, None) | (None, x) => x,
     }
 }
 
@@ -592,6 +647,9 @@ pub fn evaluate(
     if !has_text {
         if let Some((set, r)) = exact_results(snap, criteria, &ctx, filter.exact_only) {
             return from_set(snap, &set, r, filter, want, ctx);
+        }
+        if let Some(results) = reached_results(snap, criteria, &ctx, filter, want) {
+            return results;
         }
     } else {
         if let Some(results) = ranked_results(snap, criteria, &ctx, filter, want) {
@@ -641,6 +699,17 @@ pub fn evaluate(
         matched: None,
         ctx,
     }
+}
+
+/// The criteria prepared as a full evaluation prepares them (text graded against every
+/// document holding a word), and their context: for tests of the chunk kernels.
+#[cfg(test)]
+pub(crate) fn prepared(snap: &Snapshot, criteria: &mut [Criterion]) -> EvalCtx {
+    let mut scales = vec![0.0; snap.dims.len()];
+    prepare(criteria, snap, &mut scales, true);
+    let live: Vec<u32> = snap.live_docs().iter().collect();
+    for_each_text(criteria, &mut |_, t| t.set_max_over(live.iter().copied()));
+    EvalCtx { scales }
 }
 
 /// Every result by a plain scan of every item, unordered: the reference the narrowed,

@@ -72,17 +72,48 @@ impl Outcomes {
 pub(crate) struct ChunkScores {
     per: Vec<Outcomes>,
     /// Position by position: a result for certain, not exact, and unable to beat the
-    /// bar, so its distance was not computed (`outcome` does not describe it).
+    /// bar, so some of its criteria were not evaluated (`outcome` does not describe it).
     skipped: Vec<bool>,
-    /// Scratch for `defer`: (position, slot) of documents whose distance is pending.
-    pending: Vec<(usize, usize)>,
+    /// Position by position: culled by a criterion, the others maybe not evaluated.
+    dropped: Vec<bool>,
+    /// Scratch of `compute_pruned`, reused from chunk to chunk.
+    prune: Prune,
 }
+
+/// What `compute_pruned` keeps per position while it goes from criterion to criterion.
+#[derive(Default)]
+struct Prune {
+    /// Σ w·r over the criteria evaluated so far.
+    acc: Vec<f64>,
+    /// Exact on every criterion evaluated so far.
+    exact: Vec<bool>,
+    /// Positions (indices into the view's `idx`) still to be evaluated.
+    alive: Vec<u32>,
+    /// The chunk positions of `alive`, as a view's `idx`.
+    sub_idx: Vec<u16>,
+    /// One criterion's outcomes for `alive`.
+    out: Outcomes,
+    /// Geo: positions in `alive` whose distance is to be computed.
+    pending: Vec<u32>,
+    /// The order criteria are evaluated in (`eval_order`), and which request's
+    /// criteria it is for (their address and number).
+    order: Vec<usize>,
+    order_of: Option<(usize, usize)>,
+    /// Geo: the (exactness, relevance) bound from the latitude alone, per member of
+    /// `alive` (`None`: settled already, from the row or as a null).
+    up: Vec<Option<(bool, f64)>>,
+}
+
+/// Two relevances that differ by less than this are not told apart by bounds (sums of
+/// the same products in another order differ by far less).
+const SLACK: f64 = 1e-9;
 
 impl ChunkScores {
     /// Scores the documents of `view`. With a `bar` — the (exactness, relevance) a
-    /// result must beat to be kept — one geo criterion's distance is first bounded
-    /// from the latitudes alone, and computed only for documents whose bound could be
-    /// exact or beat the bar, or whose membership depends on it.
+    /// result must beat to be kept — criteria are evaluated cheapest first, and a
+    /// document is left out (`skipped`) as soon as the criteria evaluated, and the most
+    /// the others can give, show it cannot be exact nor beat the bar; a geo criterion's
+    /// distance is first bounded from the latitude alone.
     pub(crate) fn compute(
         &mut self,
         criteria: &[Criterion],
@@ -93,17 +124,145 @@ impl ChunkScores {
         if self.per.len() < criteria.len() {
             self.per.resize_with(criteria.len(), Outcomes::default);
         }
+        let n = view.idx.len();
         self.skipped.clear();
-        self.skipped.resize(view.idx.len(), false);
-        let deferred = bar.and_then(|_| criteria.iter().position(Criterion::deferrable));
-        for (ci, (c, out)) in criteria.iter().zip(&mut self.per).enumerate() {
-            if Some(ci) != deferred {
-                c.eval_chunk(ctx, view, out);
+        self.skipped.resize(n, false);
+        self.dropped.clear();
+        self.dropped.resize(n, false);
+        let total_w: f64 = criteria.iter().map(|c| c.weight).sum();
+        match bar {
+            // (with every weight 0 every relevance is 1: nothing to bound)
+            Some(bar) if total_w > 0.0 => self.compute_pruned(criteria, ctx, view, bar, total_w),
+            _ => {
+                for (c, out) in criteria.iter().zip(&mut self.per) {
+                    c.eval_chunk(ctx, view, out);
+                }
             }
         }
-        if let (Some(d), Some(bar)) = (deferred, bar) {
-            self.defer(criteria, d, ctx, view, bar);
+    }
+
+    /// `compute` with a bar: criteria in `eval_order`, each over the documents still in.
+    fn compute_pruned(
+        &mut self,
+        criteria: &[Criterion],
+        ctx: &EvalCtx,
+        view: &ChunkView<'_>,
+        bar: (bool, f64),
+        total_w: f64,
+    ) {
+        let n = view.idx.len();
+        // (the order is the request's: made once per scan part, not per chunk)
+        let key = (criteria.as_ptr() as usize, criteria.len());
+        if self.prune.order_of != Some(key) {
+            self.prune.order = eval_order(criteria);
+            self.prune.order_of = Some(key);
         }
+        let order = std::mem::take(&mut self.prune.order);
+        // the criteria that may cull come first: a document is left out only once they
+        // are all evaluated (left out, it counts as a result)
+        let culling = criteria.iter().filter(|c| c.may_cull()).count();
+        let p = &mut self.prune;
+        p.acc.clear();
+        p.acc.resize(n, 0.0);
+        p.exact.clear();
+        p.exact.resize(n, true);
+        p.alive.clear();
+        p.alive.extend(0..n as u32);
+        // the most the criteria not evaluated yet can add to Σ w·r
+        let mut rest: f64 = criteria.iter().map(|c| c.weight * c.max_relevance()).sum();
+        for (step, &ci) in order.iter().enumerate() {
+            let c = &criteria[ci];
+            rest -= c.weight * c.max_relevance();
+            let last = step + 1 == order.len();
+            let prune_now = step + 1 >= culling;
+            self.per[ci].reset(n);
+            let p = &mut self.prune;
+            p.sub_idx.clear();
+            p.sub_idx
+                .extend(p.alive.iter().map(|&j| view.idx[j as usize]));
+            let sub = ChunkView {
+                docs: view.docs,
+                cols: view.cols,
+                base: view.base,
+                idx: &p.sub_idx,
+            };
+            // (the criteria before this one settled membership)
+            let geo = if step >= culling {
+                c.deferrable_geo()
+            } else {
+                None
+            };
+            let floors = geo.filter(|leaf| leaf.geo_floors(ctx, &sub, &mut p.out, &mut p.up));
+            match floors {
+                Some(leaf) => {
+                    // first the bound from the latitude: documents that cannot beat the
+                    // bar whatever their distance are left out before it is computed
+                    let far = leaf.geo_rule(crate::geo::max_distance(leaf_unit(leaf))).1;
+                    let mut pending = std::mem::take(&mut p.pending);
+                    pending.clear();
+                    for (jj, &j) in p.alive.iter().enumerate() {
+                        let Some((exact_up, r_up)) = p.up[jj] else {
+                            continue; // settled from the row or the null rule
+                        };
+                        let j = j as usize;
+                        let exact_possible = p.exact[j] && exact_up;
+                        let bound = (p.acc[j] + c.weight * r_up + rest) / total_w;
+                        let certain = p.acc[j] + c.weight * far > 0.0;
+                        if !exact_possible && beaten(bar, bound) && certain {
+                            self.skipped[j] = true;
+                        } else {
+                            pending.push(jj as u32);
+                        }
+                    }
+                    leaf.geo_distances(&sub, &pending, &mut p.out);
+                    p.pending = pending;
+                }
+                None => c.eval_chunk(ctx, &sub, &mut p.out),
+            }
+            // the outcomes kept, and (in place) the documents still in
+            let out = &mut self.per[ci];
+            let later = &order[step + 1..];
+            let mut kept = 0;
+            for jj in 0..p.alive.len() {
+                let j = p.alive[jj] as usize;
+                if self.skipped[j] {
+                    continue;
+                }
+                let (exact, r, culled) = (p.out.exact[jj], p.out.r[jj], p.out.culled[jj]);
+                out.exact[j] = exact;
+                out.r[j] = r;
+                out.culled[j] = culled;
+                if culled {
+                    self.dropped[j] = true;
+                    continue;
+                }
+                let acc = p.acc[j] + c.weight * r;
+                p.acc[j] = acc;
+                let exact = p.exact[j] && exact;
+                p.exact[j] = exact;
+                if prune_now && !exact && !last && beaten(bar, (acc + rest) / total_w) {
+                    // left out only as a result for certain: something gained already,
+                    // or to be gained from a criterion not evaluated yet
+                    let i = view.idx[j] as usize;
+                    if acc > 0.0
+                        || later.iter().any(|&l| {
+                            let c = &criteria[l];
+                            c.weight > 0.0 && c.surely_positive(ctx, view, i)
+                        })
+                    {
+                        self.skipped[j] = true;
+                        continue;
+                    }
+                }
+                p.alive[kept] = j as u32;
+                kept += 1;
+            }
+            p.alive.truncate(kept);
+            if last || p.alive.is_empty() {
+                break;
+            }
+        }
+        self.prune.order = order;
     }
 
     /// Whether the document at position `j` was left out (see `skipped`).
@@ -112,88 +271,14 @@ impl ChunkScores {
         self.skipped[j]
     }
 
-    /// Criterion `d` (`deferrable`) for every document of `view`, computing distances only
-    /// where they can matter.
-    fn defer(
-        &mut self,
-        criteria: &[Criterion],
-        d: usize,
-        ctx: &EvalCtx,
-        view: &ChunkView<'_>,
-        bar: (bool, f64),
-    ) {
-        let c = &criteria[d];
-        let geo = match &c.node {
-            Node::Leaf(
-                leaf @ Leaf {
-                    dim: Some(dim),
-                    matcher:
-                        Matcher::Geo {
-                            reference,
-                            pre,
-                            bands,
-                            unit,
-                            ..
-                        },
-                    ..
-                },
-            ) => view
-                .cols
-                .and_then(|cols| cols.col(*dim))
-                .map(|col| (leaf, col, reference, pre, bands, *unit)),
-            _ => None,
-        };
-        let Some((leaf, Col::Geo { lat, pts, multi }, reference, pre, bands, unit)) = geo else {
-            c.eval_chunk(ctx, view, &mut self.per[d]);
-            return;
-        };
-        let out = &mut self.per[d];
-        out.reset(view.idx.len());
-        let null = (leaf.null_exact, leaf.null_rel);
-        // first the bounds (documents with several points, or none, are settled now)
-        let mut pending = std::mem::take(&mut self.pending);
-        pending.clear();
-        for (j, &i) in view.idx.iter().enumerate() {
-            let i = i as usize;
-            if bit(multi, i) {
-                if let Some(item) = view.item(i) {
-                    out.set_outcome(j, leaf.eval(&item, ctx));
-                }
-            } else if lat[i].is_nan() {
-                out.set(j, null);
-            } else {
-                let (exact, r, _) = leaf.geo_rule(GeoRef::distance_floor(&pts[i], bands, unit));
-                out.set(j, (exact, r));
-                pending.push((j, i));
-            }
-        }
-        // the least relevance any point gets: the farthest distance's
-        let far = leaf.geo_rule(crate::geo::max_distance(unit)).1;
-        for &(j, i) in &pending {
-            // culled by another criterion: not a result, whatever the distance
-            let Some((exact_up, r_up)) = self.outcome(criteria, j) else {
-                continue;
-            };
-            if !exact_up && (bar.0 || r_up < bar.1) {
-                let r_bound = self.per[d].r[j];
-                self.per[d].r[j] = far;
-                if self.outcome(criteria, j).is_some_and(|(_, r)| r > 0.0) {
-                    self.skipped[j] = true;
-                    continue;
-                }
-                self.per[d].r[j] = r_bound;
-            }
-            let dist = reference.distance_pre(&pts[i], lat[i], pre, unit);
-            let (exact, r, culled) = leaf.geo_rule(dist);
-            self.per[d].set_outcome(j, Outcome { exact, r, culled });
-        }
-        self.pending = pending;
-    }
-
     /// The (exactness, relevance) of the document at position `j`, `None` when culled:
-    /// as `eval::item_outcome` computes it.
+    /// as `eval::item_outcome` computes it (in criterion order, whatever order the
+    /// criteria were evaluated in).
     #[inline]
     pub(crate) fn outcome(&self, criteria: &[Criterion], j: usize) -> Option<(bool, f64)> {
+        if self.dropped[j] {
+            return None;
+        }
         let mut exact = true;
         let mut mean = WeightedMean::default();
         for (c, o) in criteria.iter().zip(&self.per) {
@@ -207,22 +292,102 @@ impl ChunkScores {
     }
 }
 
+/// Whether a non-exact document whose relevance is at most `bound` cannot beat `bar`
+/// (an exact bar, or a relevance below it: equal ones are ordered by id).
+#[inline]
+fn beaten(bar: (bool, f64), bound: f64) -> bool {
+    bar.0 || bound + SLACK < bar.1
+}
+
+/// The order `compute_pruned` evaluates criteria in: those that may cull first (a
+/// document is left out only once its membership is settled), then the cheapest.
+fn eval_order(criteria: &[Criterion]) -> Vec<usize> {
+    let cost = |c: &Criterion| match &c.node {
+        Node::Group { .. } => 0,
+        Node::Leaf(leaf) => match leaf.matcher {
+            Matcher::Has | Matcher::Keyword { .. } | Matcher::Elements { .. } => 1,
+            Matcher::Numeric { .. } => 2,
+            Matcher::Text(_) => 3,
+            Matcher::Geo { .. } => 4,
+        },
+    };
+    let mut order: Vec<usize> = (0..criteria.len()).collect();
+    // (stable: equal costs keep the request's order)
+    order.sort_by_key(|&i| (!criteria[i].may_cull(), cost(&criteria[i])));
+    order
+}
+
+fn leaf_unit(leaf: &Leaf) -> crate::geo::Unit {
+    match &leaf.matcher {
+        Matcher::Geo { unit, .. } => *unit,
+        _ => crate::geo::Unit::Miles,
+    }
+}
+
 impl Criterion {
-    /// A geo criterion that cannot cull, keeps its own exactness and gives exact points
-    /// at least what any other point gets (`exactRelevance` ≥ `fuzzyRelevance`): its
+    /// Whether it may cull a document: `cull`, a `cullDistance`, or a group (which may
+    /// hold either).
+    pub(crate) fn may_cull(&self) -> bool {
+        self.cull
+            || match &self.node {
+                Node::Group { .. } => true,
+                Node::Leaf(leaf) => matches!(leaf.matcher, Matcher::Geo { cull: Some(_), .. }),
+            }
+    }
+
+    /// Whether it surely gives the document at chunk position `i` a relevance above
+    /// 0, found cheaply (a geo leaf from the least relevance any point gets); false
+    /// when not known cheaply.
+    fn surely_positive(&self, ctx: &EvalCtx, view: &ChunkView<'_>, i: usize) -> bool {
+        let Node::Leaf(leaf) = &self.node else {
+            return false;
+        };
+        match (&leaf.matcher, leaf.dim) {
+            (Matcher::Text(_), _) => false,
+            (Matcher::Geo { unit, .. }, Some(dim)) => match view.cols.and_then(|c| c.col(dim)) {
+                Some(Col::Geo { lat, multi, .. }) if !bit(multi, i) => {
+                    if lat[i].is_nan() {
+                        leaf.null_rel > 0.0
+                    } else {
+                        let far = leaf.geo_rule(crate::geo::max_distance(*unit)).1;
+                        leaf.exact_rel.min(far) > 0.0
+                    }
+                }
+                _ => false,
+            },
+            _ => view
+                .item(i)
+                .is_some_and(|item| leaf.eval(&item, ctx).r > 0.0),
+        }
+    }
+
+    /// The most relevance it gives any document.
+    fn max_relevance(&self) -> f64 {
+        match &self.node {
+            Node::Leaf(leaf) => leaf.max_relevance(),
+            // (groups combine their children's: relevances are at most 1)
+            Node::Group { .. } => 1.0,
+        }
+    }
+
+    /// A geo leaf that cannot cull, keeps its own exactness and gives exact points at
+    /// least what any other point gets (`exactRelevance` ≥ `fuzzyRelevance`): its
     /// outcome never decreases as the distance shrinks, so a distance bounded from
-    /// below bounds the outcome from above (`ChunkScores::defer`).
-    fn deferrable(&self) -> bool {
-        !self.cull
-            && !self.exact_match
-            && matches!(
-                &self.node,
-                Node::Leaf(leaf @ Leaf {
+    /// below bounds the outcome from above (`Leaf::geo_floors`).
+    fn deferrable_geo(&self) -> Option<&Leaf> {
+        if self.cull || self.exact_match {
+            return None;
+        }
+        match &self.node {
+            Node::Leaf(
+                leaf @ Leaf {
                     dim: Some(_),
                     matcher: Matcher::Geo { cull: None, .. },
                     ..
-                }) if leaf.exact_rel >= leaf.fuzzy_rel
-            )
+                },
+            ) if leaf.exact_rel >= leaf.fuzzy_rel => Some(leaf),
+            _ => None,
+        }
     }
 
     /// `eval` for every document of `view`.
@@ -371,6 +536,73 @@ impl Leaf {
                     row(out, j, i);
                 }
             }
+        }
+    }
+}
+
+impl Leaf {
+    /// A geo leaf over `view` (`Criterion::deferrable_geo`), first pass: documents with
+    /// several points or none are settled in `out`; for the others `up` holds the
+    /// (exactness, relevance) their distance floor from the latitude gives, at most
+    /// what their distance will. False when the chunk has no geo column for it.
+    fn geo_floors(
+        &self,
+        ctx: &EvalCtx,
+        view: &ChunkView<'_>,
+        out: &mut Outcomes,
+        up: &mut Vec<Option<(bool, f64)>>,
+    ) -> bool {
+        let (Some(dim), Matcher::Geo { bands, unit, .. }) = (self.dim, &self.matcher) else {
+            return false;
+        };
+        let Some(Col::Geo { lat, pts, multi }) = view.cols.and_then(|c| c.col(dim)) else {
+            return false;
+        };
+        out.reset(view.idx.len());
+        up.clear();
+        let null = (self.null_exact, self.null_rel);
+        for (j, &i) in view.idx.iter().enumerate() {
+            let i = i as usize;
+            if bit(multi, i) {
+                if let Some(item) = view.item(i) {
+                    out.set_outcome(j, self.eval(&item, ctx));
+                }
+                up.push(None);
+            } else if lat[i].is_nan() {
+                out.set(j, null);
+                up.push(None);
+            } else {
+                let (exact, r, _) = self.geo_rule(GeoRef::distance_floor(&pts[i], bands, *unit));
+                up.push(Some((exact, r)));
+            }
+        }
+        true
+    }
+
+    /// A geo leaf over `view`, second pass: the distances of the documents at
+    /// `pending` positions (`geo_floors` found them with one point), into `out`.
+    fn geo_distances(&self, view: &ChunkView<'_>, pending: &[u32], out: &mut Outcomes) {
+        let (
+            Some(dim),
+            Matcher::Geo {
+                reference,
+                pre,
+                unit,
+                ..
+            },
+        ) = (self.dim, &self.matcher)
+        else {
+            return;
+        };
+        let Some(Col::Geo { lat, pts, .. }) = view.cols.and_then(|c| c.col(dim)) else {
+            return;
+        };
+        for &j in pending {
+            let j = j as usize;
+            let i = view.idx[j] as usize;
+            let dist = reference.distance_pre(&pts[i], lat[i], pre, *unit);
+            let (exact, r, culled) = self.geo_rule(dist);
+            out.set_outcome(j, Outcome { exact, r, culled });
         }
     }
 }

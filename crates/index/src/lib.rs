@@ -16,6 +16,7 @@ pub mod postings;
 mod query;
 mod ranges;
 mod ranked;
+mod reach;
 mod sort;
 pub mod terms;
 mod text;

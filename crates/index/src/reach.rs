@@ -1,0 +1,431 @@
+//! Requests ranked from how far each criterion's relevance can reach. A request that
+//! ranks every document (no culling, no text: §7.2's "exact matches first, then close
+//! matches") usually has a page of relevance near the most any document can get. A
+//! sample of the chunks gives a bar the page's last result is at least as good as;
+//! per criterion, the relevance a document needs from it to reach that bar (the others
+//! giving their most) names, from the postings, a superset of the documents that can:
+//! numeric values within a distance of the wanted interval, points within a distance of
+//! the reference, elements close enough, exact documents. Only the intersection of
+//! those sets, the documents that may be exact, and those whose membership is not
+//! certain are scored; every other document is a result of lower relevance, counted
+//! from sets. The evaluation property tests (`candidates.rs`) hold the answers equal,
+//! to the bit, to an item-by-item scan.
+
+use roaring::RoaringBitmap;
+
+use crate::candidates::{element_union, numeric_range, within};
+use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node};
+use crate::eval::{scan_docs, Filter, Results, Sink, TopK, Want};
+use crate::Snapshot;
+use discern_dimensions::Interval;
+
+/// Every `SAMPLE_EVERY`-th chunk is scored for the bar.
+const SAMPLE_EVERY: usize = 64;
+
+/// The first guess at the page's relevance: this far below the most any document can
+/// get; and the most documents scored for it.
+const GUESS: f64 = 0.06;
+const GUESSED: u64 = 20_000;
+
+/// Documents few enough to score without narrowing them further.
+const FEW: u64 = 4096;
+
+/// Relevance differences below this are not told apart by bounds.
+const SLACK: f64 = 1e-9;
+
+#[cfg(test)]
+thread_local! {
+    /// Requests `reached_results` answered on this thread.
+    pub(crate) static ANSWERED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// `Results` for a request (criteria prepared) whose page is found from the criteria's
+/// reach; `None` when it must be evaluated in full.
+pub(crate) fn reached_results(
+    snap: &Snapshot,
+    criteria: &[Criterion],
+    ctx: &EvalCtx,
+    filter: &Filter<'_>,
+    want: Want,
+) -> Option<Results> {
+    let (k, collect) = match want {
+        Want::Top(k) => (k, false),
+        Want::TopAndMatched(k) => (k, true),
+        Want::All | Want::Sorted => return None,
+    };
+    if k == 0 || !filter.admits_all() || filter.exact_only {
+        return None;
+    }
+    let live = snap.live_docs();
+    // (on a small collection a scan costs less than the sets; tests use any size)
+    let most = if cfg!(test) {
+        u64::MAX
+    } else {
+        if live.len() < 65_536 {
+            return None;
+        }
+        live.len() / 8
+    };
+    let mut leaves: Vec<(f64, &Leaf)> = Vec::with_capacity(criteria.len());
+    for c in criteria {
+        let Node::Leaf(leaf) = &c.node else {
+            return None;
+        };
+        if c.may_cull() || matches!(leaf.matcher, Matcher::Text(_)) {
+            return None;
+        }
+        leaves.push((c.weight, leaf));
+    }
+    let total_w: f64 = leaves.iter().map(|(w, _)| w).sum();
+    if leaves.is_empty() || total_w.is_nan() || total_w <= 0.0 {
+        return None;
+    }
+    // documents that are results whatever their other values: some criterion gives
+    // them a relevance above 0
+    let mut certain = RoaringBitmap::new();
+    for &(w, leaf) in &leaves {
+        if w > 0.0 {
+            certain |= positive(snap, leaf)?;
+        }
+    }
+    let uncertain = live - &certain;
+    // documents that may be exact
+    let mut maybe_exact = live.clone();
+    for (c, &(_, leaf)) in criteria.iter().zip(&leaves) {
+        if !c.exact_match {
+            maybe_exact &= exact_superset(snap, leaf)?;
+        }
+    }
+    if uncertain.len() + maybe_exact.len() > most {
+        return None;
+    }
+    let most_all: f64 = leaves
+        .iter()
+        .map(|&(w, leaf)| w * leaf.max_relevance())
+        .sum();
+    let plan = Plan {
+        snap,
+        ctx,
+        leaves: &leaves,
+        total_w,
+        most_all,
+    };
+    let score = |docs: &RoaringBitmap, bar: Option<(bool, f64)>| {
+        let docs: Vec<u32> = docs.iter().collect();
+        scan_docs(snap, &docs, bar, criteria, ctx, filter, || {
+            TopK::new(k, collect)
+        })
+    };
+    // First a guess: the documents that can come within `GUESS` of the most relevance
+    // any can get. When k of them do, they are the page; else their k-th best is a
+    // bar the page's last result is at least as good as.
+    let guess = most_all / total_w - GUESS;
+    let mut bar = None;
+    if guess > 0.0 {
+        if let Some(reaching) = plan.reaching(guess) {
+            let scored = &(&reaching | &maybe_exact) | &uncertain;
+            if scored.len() <= GUESSED {
+                let top = score(&scored, None);
+                match top.bar() {
+                    Some(b) if b.0 || b.1 >= guess => {
+                        return Some(finish(top.into_results(ctx.clone()), &certain, &scored));
+                    }
+                    b => bar = b,
+                }
+            }
+        }
+    }
+    // else the k-th best result of a sample of the chunks
+    let bar = match bar {
+        Some(bar) => bar,
+        None => {
+            let chunks = snap.chunks().len();
+            let mut sample = RoaringBitmap::new();
+            for c in (0..chunks).step_by(SAMPLE_EVERY) {
+                let base = (c * crate::CHUNK) as u32;
+                sample.insert_range(base..base.saturating_add(crate::CHUNK as u32));
+            }
+            sample &= live;
+            let docs: Vec<u32> = sample.iter().collect();
+            let top = scan_docs(snap, &docs, None, criteria, ctx, filter, || {
+                TopK::new(k, false)
+            });
+            top.bar()?
+        }
+    };
+    // the documents that can reach it (only exact ones can reach an exact bar)
+    let reaching = if bar.0 {
+        RoaringBitmap::new()
+    } else {
+        match plan.reaching(bar.1) {
+            Some(r) if r.len() <= most / 4 => r,
+            one => match (plan.reaching_pairs(bar.1), one) {
+                (Some(p), Some(o)) => p & o,
+                (p, o) => p.or(o)?,
+            },
+        }
+    };
+    let scored = &(&reaching | &maybe_exact) | &uncertain;
+    if scored.len() > most {
+        return None;
+    }
+    let top = score(&scored, Some(bar));
+    let results = top.into_results(ctx.clone());
+    if results.hits.len() < k {
+        return None; // (the bar's k are among the documents scored)
+    }
+    Some(finish(results, &certain, &scored))
+}
+
+/// The results of the documents `scored`, with every document of `certain` not scored:
+/// a result, not exact, below the page.
+fn finish(mut results: Results, certain: &RoaringBitmap, scored: &RoaringBitmap) -> Results {
+    #[cfg(test)]
+    ANSWERED.with(|n| n.set(n.get() + 1));
+    let unscored = certain - scored;
+    results.total += unscored.len() as usize;
+    if let Some(m) = &mut results.matched {
+        m.other |= unscored;
+    }
+    results
+}
+
+/// A request's weighing leaves, to find the documents that can reach a relevance.
+struct Plan<'a> {
+    snap: &'a Snapshot,
+    ctx: &'a EvalCtx,
+    /// (weight, leaf) of every top-level criterion.
+    leaves: &'a [(f64, &'a Leaf)],
+    total_w: f64,
+    /// Σ w · the most each leaf gives.
+    most_all: f64,
+}
+
+impl Plan<'_> {
+    /// A superset of the documents whose relevance can be `bar` or more; `None` when
+    /// no criterion narrows them.
+    fn reaching(&self, bar: f64) -> Option<RoaringBitmap> {
+        // what each criterion must give, the others giving their most: the most
+        // selective sets first (a few grid cells, then elements, then numeric ranges,
+        // the highest needs first)
+        let mut needs: Vec<(f64, &Leaf)> = self
+            .leaves
+            .iter()
+            .filter(|(w, _)| *w > 0.0)
+            .map(|&(w, leaf)| {
+                let others = self.most_all - w * leaf.max_relevance();
+                let need = (bar * self.total_w - others) / w - SLACK * self.total_w / w;
+                (need, leaf)
+            })
+            .filter(|(need, _)| *need > 0.0)
+            .collect();
+        let rank = |leaf: &Leaf| match leaf.matcher {
+            Matcher::Geo { .. } => 0,
+            Matcher::Numeric { .. } => 2,
+            _ => 1,
+        };
+        needs.sort_by(|a, b| rank(a.1).cmp(&rank(b.1)).then(b.0.total_cmp(&a.0)));
+        let mut reaching: Option<RoaringBitmap> = None;
+        for (need, leaf) in needs {
+            // (fewer than this are scored faster than a further set is made)
+            if reaching.as_ref().is_some_and(|r| r.len() <= FEW) {
+                break;
+            }
+            if let Some(set) = reach(self.snap, self.ctx, leaf, need) {
+                reaching = Some(match reaching {
+                    None => set,
+                    Some(r) => r & set,
+                });
+            }
+        }
+        reaching
+    }
+
+    /// `reaching` for a bar no one criterion narrows much: the relevance the
+    /// documents reaching `bar` lack, Σ w · (most − r), is at most a budget, so at
+    /// most one criterion can lack more than half of it. The union, over each
+    /// criterion, of the documents it gives at least its most less the whole budget
+    /// and every other criterion its most less half of it.
+    fn reaching_pairs(&self, bar: f64) -> Option<RoaringBitmap> {
+        let budget = self.most_all - bar * self.total_w + SLACK * self.total_w;
+        let within_budget = |w: f64, leaf: &Leaf, part: f64| {
+            let need = leaf.max_relevance() - part / w;
+            if need > 0.0 {
+                reach(self.snap, self.ctx, leaf, need)
+            } else {
+                None
+            }
+        };
+        let mut half: Vec<Option<RoaringBitmap>> = Vec::new();
+        let mut whole: Vec<Option<RoaringBitmap>> = Vec::new();
+        for &(w, leaf) in self.leaves.iter().filter(|(w, _)| *w > 0.0) {
+            half.push(within_budget(w, leaf, budget / 2.0));
+            whole.push(within_budget(w, leaf, budget));
+        }
+        let and = |a: Option<RoaringBitmap>, b: &Option<RoaringBitmap>| match (a, b) {
+            (Some(a), Some(b)) => Some(a & b),
+            (None, b) => b.clone(),
+            (a, None) => a,
+        };
+        let mut out = RoaringBitmap::new();
+        for (j, lacking) in whole.iter().enumerate() {
+            let mut term = lacking.clone();
+            for (i, h) in half.iter().enumerate() {
+                if i != j {
+                    term = and(term, h);
+                }
+            }
+            out |= term?; // (a criterion may lack everything, and no other narrows)
+        }
+        Some(out)
+    }
+}
+
+/// The documents to which `leaf` surely gives a relevance above 0, from sets; `None`
+/// when that depends on more than whether a document has a value.
+fn positive(snap: &Snapshot, leaf: &Leaf) -> Option<RoaringBitmap> {
+    let Some(dim) = leaf.dim else {
+        return Some(snap.live_docs().clone()); // relevance 1
+    };
+    let has = &*snap.postings(dim)?.has;
+    let valued = match &leaf.matcher {
+        Matcher::Has => leaf.exact_rel > 0.0,
+        // closeness 1 / (1 + d / s) is above 0 at any finite distance
+        Matcher::Numeric { .. } => leaf.exact_rel > 0.0 && leaf.fuzzy_rel > 0.0,
+        Matcher::Geo { unit, .. } => {
+            let far = leaf.geo_rule(crate::geo::max_distance(*unit)).1;
+            leaf.exact_rel > 0.0 && far > 0.0
+        }
+        _ => false,
+    };
+    let mut out = if valued {
+        has.clone()
+    } else {
+        RoaringBitmap::new()
+    };
+    if leaf.null_rel > 0.0 {
+        out |= snap.live_docs() - has;
+    }
+    Some(out)
+}
+
+/// A superset of the documents `leaf` finds exact.
+fn exact_superset(snap: &Snapshot, leaf: &Leaf) -> Option<RoaringBitmap> {
+    let Some(dim) = leaf.dim else {
+        return Some(snap.live_docs().clone());
+    };
+    let post = snap.postings(dim)?;
+    let mut out = crate::candidates::exact_set(leaf, post)?;
+    if leaf.null_exact {
+        out |= snap.live_docs() - &*post.has;
+    }
+    Some(out)
+}
+
+/// A superset of the documents to which `leaf` gives a relevance of at least `need`
+/// (> 0); `None` when the postings cannot narrow them.
+fn reach(snap: &Snapshot, ctx: &EvalCtx, leaf: &Leaf, need: f64) -> Option<RoaringBitmap> {
+    let dim = leaf.dim?;
+    let post = snap.postings(dim)?;
+    let exact_in = leaf.exact_rel >= need;
+    let close_in = leaf.fuzzy_rel >= need;
+    // the closeness a close document needs
+    let closeness = need / leaf.fuzzy_rel;
+    let mut out = match &leaf.matcher {
+        Matcher::Has => {
+            if exact_in {
+                (*post.has).clone()
+            } else {
+                RoaringBitmap::new()
+            }
+        }
+        Matcher::Keyword { .. } => {
+            if exact_in {
+                crate::candidates::exact_set(leaf, post)?
+            } else {
+                RoaringBitmap::new()
+            }
+        }
+        Matcher::Elements {
+            table, only_not, ..
+        } => {
+            let elements: Vec<u32> = table
+                .iter()
+                .enumerate()
+                .filter(|(_, rule)| {
+                    // (an excluded element gives 0: left in, a superset)
+                    if rule.exact {
+                        exact_in
+                    } else {
+                        close_in && rule.best >= closeness * (1.0 - SLACK)
+                    }
+                })
+                .map(|(e, _)| e as u32)
+                .collect();
+            let mut out = element_union(post, &elements);
+            if exact_in && *only_not {
+                out |= &*post.has;
+            }
+            out
+        }
+        Matcher::Numeric { set, scale } => {
+            if close_in {
+                // 1 / (1 + d / s) ≥ closeness  ⇔  d ≤ s (1 / closeness − 1)
+                let s = if *scale > 0.0 { *scale } else { ctx.scale(dim) };
+                let d = s * (1.0 / closeness - 1.0);
+                numeric_range(post, &widened(set, d))
+            } else if exact_in {
+                numeric_range(post, set)
+            } else {
+                RoaringBitmap::new()
+            }
+        }
+        Matcher::Geo {
+            reference,
+            exact,
+            normal,
+            iso,
+            unit,
+            ..
+        } => {
+            // fuzzy / (1 + (d − e) / n) ≥ need  ⇔  d ≤ e + n (1 / closeness − 1)
+            let d = if close_in {
+                exact + normal * (1.0 / closeness - 1.0)
+            } else if exact_in {
+                *exact
+            } else {
+                -1.0
+            };
+            if d < 0.0 {
+                RoaringBitmap::new()
+            } else {
+                // (an iso step rounds distances down by less than one step)
+                within(post, &reference.boxes(), d + iso.unwrap_or(0.0), *unit)?
+            }
+        }
+        Matcher::Text(_) => return None,
+    };
+    if leaf.null_rel >= need {
+        out |= snap.live_docs() - &*post.has;
+    }
+    Some(out)
+}
+
+/// The values within `d` of `set` (a little more, for rounding), as a closed interval.
+fn widened(set: &Interval, d: f64) -> Interval {
+    let d = d * (1.0 + 1e-9) + 1e-9;
+    if !d.is_finite() {
+        return Interval::ALL;
+    }
+    // (an empty interval's ends may cross: its distances are measured from both)
+    let (lo, hi) = match (set.lo, set.hi) {
+        (Some(lo), Some(hi)) => (Some(lo.min(hi)), Some(lo.max(hi))),
+        ends => ends,
+    };
+    Interval {
+        lo: lo.map(|x| x - d - x.abs() * 1e-12),
+        lo_incl: true,
+        hi: hi.map(|x| x + d + x.abs() * 1e-12),
+        hi_incl: true,
+    }
+}
