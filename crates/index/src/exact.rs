@@ -217,7 +217,7 @@ fn exact_set<'a>(
 }
 
 /// The smallest and largest double whose bucket is `key` (`numeric_key` inverted).
-fn bucket_extremes(key: &[u8]) -> Option<(f64, f64)> {
+pub(crate) fn bucket_extremes(key: &[u8]) -> Option<(f64, f64)> {
     let k = u32::from_be_bytes(key.try_into().ok()?) as u64;
     let shift = 52 - NUMERIC_MANTISSA_BITS;
     let from_ordered = |o: u64| match f64::from_bits(if o >> 63 == 1 { o & !(1 << 63) } else { !o })
