@@ -278,12 +278,17 @@ fn bucket_counts(
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
             if p.map.len() * ROWS_PER_KEY <= counted.len() =>
         {
-            for (k, b) in p.map.iter() {
-                let n = b.intersection_len(&counted.set) as usize;
-                if n > 0 {
-                    counts.insert(String::from_utf8_lossy(k).into_owned(), n);
-                }
-            }
+            // (thousands of keys, a city's: intersected on both cores)
+            let keys: Vec<(&[u8], &RoaringBitmap)> =
+                p.map.iter().map(|(k, b)| (&**k, &**b)).collect();
+            let found: Vec<(String, usize)> = keys
+                .par_iter()
+                .filter_map(|(k, b)| {
+                    let n = b.intersection_len(&counted.set) as usize;
+                    (n > 0).then(|| (String::from_utf8_lossy(k).into_owned(), n))
+                })
+                .collect();
+            counts.extend(found);
         }
         _ => {
             let mut by: HashMap<&str, usize> = HashMap::new();
