@@ -130,6 +130,18 @@ pub enum Want {
     TopAndMatched(usize),
 }
 
+impl Want {
+    /// The page's length and whether every result's doc number is wanted, for the
+    /// top-k forms.
+    pub(crate) fn top(self) -> Option<(usize, bool)> {
+        match self {
+            Want::Top(k) => Some((k, false)),
+            Want::TopAndMatched(k) => Some((k, true)),
+            Want::All | Want::Sorted => None,
+        }
+    }
+}
+
 /// The best `k` hits seen so far (a max-heap whose top is the worst kept), and counts.
 pub(crate) struct TopK {
     k: usize,
@@ -489,32 +501,8 @@ struct Part<S> {
 /// Scores the items (the narrowed candidates, else every document) chunk by chunk in
 /// parallel and hands every result (not culled, exact or relevance > 0, admitted by the
 /// filter) to a sink made by `make`.
-fn scan<S: Sink>(
-    snap: &Snapshot,
-    candidates: Option<&[u32]>,
-    criteria: &[Criterion],
-    ctx: &EvalCtx,
-    filter: &Filter<'_>,
-    make: impl Fn() -> S + Sync + Send,
-) -> S {
-    scan_with(snap, candidates, None, criteria, ctx, filter, make)
-}
-
-/// `scan` of the documents `docs` (ascending), with a bar every result kept must
-/// beat (`Sink::bar`) known beforehand.
-pub(crate) fn scan_docs<S: Sink>(
-    snap: &Snapshot,
-    docs: &[u32],
-    bar: Option<(bool, f64)>,
-    criteria: &[Criterion],
-    ctx: &EvalCtx,
-    filter: &Filter<'_>,
-    make: impl Fn() -> S + Sync + Send,
-) -> S {
-    scan_with(snap, Some(docs), bar, criteria, ctx, filter, make)
-}
-
-fn scan_with<S: Sink>(
+/// `bar`: what every result kept must beat (`Sink::bar`), when known beforehand.
+pub(crate) fn scan<S: Sink>(
     snap: &Snapshot,
     candidates: Option<&[u32]>,
     bar: Option<(bool, f64)>,
@@ -668,25 +656,42 @@ pub fn evaluate(
         // only once culling is: a first pass finds the results (membership and
         // exactness do not depend on the grading), the second ranks them.
         let frozen: &[Criterion] = criteria;
-        let results: Vec<u32> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
+        let results: Vec<u32> = scan(
+            snap,
+            candidates.as_deref(),
+            None,
+            frozen,
+            &ctx,
+            filter,
+            Vec::new,
+        );
         for_each_text(criteria, &mut |_, t| {
             t.set_max_over(results.iter().copied())
         });
         candidates = Some(results);
     }
     let frozen: &[Criterion] = criteria;
-    let (top_k, collect) = match want {
-        Want::Top(k) => (Some(k), false),
-        Want::TopAndMatched(k) => (Some(k), true),
-        Want::All | Want::Sorted => (None, false),
-    };
-    if let Some(k) = top_k {
-        let top = scan(snap, candidates.as_deref(), frozen, &ctx, filter, || {
-            TopK::new(k, collect)
-        });
+    if let Some((k, collect)) = want.top() {
+        let top = scan(
+            snap,
+            candidates.as_deref(),
+            None,
+            frozen,
+            &ctx,
+            filter,
+            || TopK::new(k, collect),
+        );
         return top.into_results(ctx);
     }
-    let mut hits: Vec<Hit> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
+    let mut hits: Vec<Hit> = scan(
+        snap,
+        candidates.as_deref(),
+        None,
+        frozen,
+        &ctx,
+        filter,
+        Vec::new,
+    );
     let exact_count = hits.iter().filter(|h| h.exact).count();
     let total = hits.len();
     if want != Want::All {

@@ -379,25 +379,7 @@ fn numeric_counts(
                         _ => {}
                     }
                     // several values (or no column): from the row
-                    xs.clear();
-                    match snap
-                        .doc(d)
-                        .and_then(|d| d.values.get(di))
-                        .and_then(|v| v.as_ref())
-                    {
-                        Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
-                        Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
-                        _ => continue,
-                    }
-                    for &x in &xs {
-                        lo = lo.min(x);
-                        hi = hi.max(x);
-                    }
-                    for (r, n) in spec.ranges.iter().zip(multi.iter_mut()) {
-                        if xs.iter().any(|x| r.interval.contains(*x)) {
-                            *n += 1;
-                        }
-                    }
+                    count_row(snap, spec, di, d, &mut xs, &mut multi, (&mut lo, &mut hi));
                 }
             }
             (seg, multi, lo, hi)
@@ -407,19 +389,61 @@ fn numeric_counts(
             a.1.iter_mut().zip(&b.1).for_each(|(x, y)| *x += y);
             (a.0, a.1, a.2.min(b.2), a.3.max(b.3))
         });
+    let counts = range_counts(spec, &table, per_segment, &mut per_range);
+    (counts, (lo <= hi).then_some((lo, hi)))
+}
+
+/// A document whose values are read from its row (several, or no column): counted once
+/// in every range holding one of them (`per_range`); its values widen the bounds.
+fn count_row(
+    snap: &Snapshot,
+    spec: &discern_dimensions::NumericSpec,
+    di: usize,
+    d: u32,
+    xs: &mut Vec<f64>,
+    per_range: &mut [usize],
+    (lo, hi): (&mut f64, &mut f64),
+) {
+    xs.clear();
+    match snap
+        .doc(d)
+        .and_then(|d| d.values.get(di))
+        .and_then(|v| v.as_ref())
+    {
+        Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
+        Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
+        _ => return,
+    }
+    for &x in xs.iter() {
+        *lo = lo.min(x);
+        *hi = hi.max(x);
+    }
+    for (r, n) in spec.ranges.iter().zip(per_range.iter_mut()) {
+        if xs.iter().any(|x| r.interval.contains(*x)) {
+            *n += 1;
+        }
+    }
+}
+
+/// The facet's counts: per-segment counts rolled up to the ranges holding each segment,
+/// added to the per-range ones.
+fn range_counts(
+    spec: &discern_dimensions::NumericSpec,
+    table: &RangeTable,
+    per_segment: Vec<usize>,
+    per_range: &mut [usize],
+) -> Counts {
     for (s, n) in per_segment.into_iter().enumerate() {
         for &r in table.ranges_of(s) {
             per_range[r] += n;
         }
     }
-    let counts = spec
-        .ranges
+    spec.ranges
         .iter()
-        .zip(per_range)
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| (r.id.clone(), n))
-        .collect();
-    (counts, (lo <= hi).then_some((lo, hi)))
+        .zip(per_range.iter())
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, n)| (r.id.clone(), *n))
+        .collect()
 }
 
 /// `numeric_counts` from the numeric postings' buckets: a bucket all of whose values
@@ -494,40 +518,21 @@ fn numeric_counts_by_bucket(
             hi = hi.max(value(d));
         }
     }
-    let mut per_range = vec![0usize; spec.ranges.len()];
-    for (s, n) in seg.into_iter().enumerate() {
-        for &r in table.ranges_of(s) {
-            per_range[r] += n;
-        }
-    }
     // several values: from the row, once per range
+    let mut per_range = vec![0usize; spec.ranges.len()];
+    let mut xs = Vec::new();
     for d in &multi {
-        let xs: Vec<f64> = match snap
-            .doc(d)
-            .and_then(|d| d.values.get(di))
-            .and_then(|v| v.as_ref())
-        {
-            Some(IndexedValue::Ints(v)) => v.iter().map(|x| *x as f64).collect(),
-            Some(IndexedValue::Doubles(v)) => v.to_vec(),
-            _ => continue,
-        };
-        for &x in &xs {
-            lo = lo.min(x);
-            hi = hi.max(x);
-        }
-        for (r, n) in spec.ranges.iter().zip(per_range.iter_mut()) {
-            if xs.iter().any(|x| r.interval.contains(*x)) {
-                *n += 1;
-            }
-        }
+        count_row(
+            snap,
+            spec,
+            di,
+            d,
+            &mut xs,
+            &mut per_range,
+            (&mut lo, &mut hi),
+        );
     }
-    let counts = spec
-        .ranges
-        .iter()
-        .zip(per_range)
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| (r.id.clone(), n))
-        .collect();
+    let counts = range_counts(spec, table, seg, &mut per_range);
     Some((counts, (lo <= hi).then_some((lo, hi))))
 }
 

@@ -15,7 +15,7 @@ use roaring::RoaringBitmap;
 
 use crate::candidates::{element_union, numeric_range, within};
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node};
-use crate::eval::{scan_docs, Filter, Results, Sink, TopK, Want};
+use crate::eval::{scan, Filter, Results, Sink, TopK, Want};
 use crate::Snapshot;
 use discern_dimensions::Interval;
 
@@ -48,11 +48,7 @@ pub(crate) fn reached_results(
     filter: &Filter<'_>,
     want: Want,
 ) -> Option<Results> {
-    let (k, collect) = match want {
-        Want::Top(k) => (k, false),
-        Want::TopAndMatched(k) => (k, true),
-        Want::All | Want::Sorted => return None,
-    };
+    let (k, collect) = want.top()?;
     if k == 0 || !filter.admits_all() || filter.exact_only {
         return None;
     }
@@ -112,7 +108,7 @@ pub(crate) fn reached_results(
     };
     let score = |docs: &RoaringBitmap, bar: Option<(bool, f64)>| {
         let docs: Vec<u32> = docs.iter().collect();
-        scan_docs(snap, &docs, bar, criteria, ctx, filter, || {
+        scan(snap, Some(&docs), bar, criteria, ctx, filter, || {
             TopK::new(k, collect)
         })
     };
@@ -147,7 +143,7 @@ pub(crate) fn reached_results(
             }
             sample &= live;
             let docs: Vec<u32> = sample.iter().collect();
-            let top = scan_docs(snap, &docs, None, criteria, ctx, filter, || {
+            let top = scan(snap, Some(&docs), None, criteria, ctx, filter, || {
                 TopK::new(k, false)
             });
             top.bar()?

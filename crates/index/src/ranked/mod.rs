@@ -95,11 +95,7 @@ pub(crate) fn ranked_results(
     filter: &Filter<'_>,
     want: Want,
 ) -> Option<Results> {
-    let (k, collect) = match want {
-        Want::Top(k) => (k, false),
-        Want::TopAndMatched(k) => (k, true),
-        Want::All | Want::Sorted => return None,
-    };
+    let (k, collect) = want.top()?;
     if !filter.admits_all() {
         return None;
     }
