@@ -519,6 +519,27 @@ impl Leaf {
         }
     }
 
+    /// Geo: the least relevance any point gets, the farthest distance's (0 for other
+    /// matchers).
+    pub(crate) fn geo_least_relevance(&self) -> f64 {
+        match &self.matcher {
+            Matcher::Geo { unit, .. } => self.geo_rule(crate::geo::max_distance(*unit)).1,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether every document with a value gets a relevance above 0, whatever the value:
+    /// "has a value"; a number (closeness is above 0 at any finite distance) or a point
+    /// (the farthest still gets some) when exact and close ones both get some.
+    pub(crate) fn positive_with_value(&self) -> bool {
+        match &self.matcher {
+            Matcher::Has => self.exact_rel > 0.0,
+            Matcher::Numeric { .. } => self.exact_rel > 0.0 && self.fuzzy_rel > 0.0,
+            Matcher::Geo { .. } => self.exact_rel > 0.0 && self.geo_least_relevance() > 0.0,
+            _ => false,
+        }
+    }
+
     /// The relevance rules of §7.2 for one item, from its column value when the chunk
     /// has one, else from its row.
     #[inline]

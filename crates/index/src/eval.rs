@@ -145,6 +145,8 @@ impl Want {
 /// The best `k` hits seen so far (a max-heap whose top is the worst kept), and counts.
 pub(crate) struct TopK {
     k: usize,
+    /// What a result must beat, known beforehand (`above`).
+    floor: Option<(bool, f64)>,
     heap: BinaryHeap<Ranked>,
     total: usize,
     exact: usize,
@@ -174,11 +176,20 @@ impl TopK {
     pub(crate) fn new(k: usize, collect: bool) -> TopK {
         TopK {
             k,
+            floor: None,
             heap: BinaryHeap::with_capacity(k.min(4096) + 1),
             total: 0,
             exact: 0,
             matched: collect.then(MatchedDocs::default),
         }
+    }
+
+    /// The same, where a result that cannot beat `floor` (the `k`-th best of some of
+    /// the documents, say) is known not to be among the best `k`: a scan can leave it
+    /// out from the start (`Sink::bar`).
+    pub(crate) fn above(mut self, floor: Option<(bool, f64)>) -> TopK {
+        self.floor = floor;
+        self
     }
 
     /// Counts a result and keeps it if it is among the best `k`; the id is cloned only
@@ -452,9 +463,9 @@ impl Sink for TopK {
             return Some((true, f64::INFINITY));
         }
         if self.heap.len() < self.k {
-            return None;
+            return self.floor;
         }
-        self.heap.peek().map(|w| (w.0.exact, w.0.r))
+        stronger(self.heap.peek().map(|w| (w.0.exact, w.0.r)), self.floor)
     }
     fn count(&mut self, n: u32) {
         self.total += 1;
@@ -501,11 +512,9 @@ struct Part<S> {
 /// Scores the items (the narrowed candidates, else every document) chunk by chunk in
 /// parallel and hands every result (not culled, exact or relevance > 0, admitted by the
 /// filter) to a sink made by `make`.
-/// `bar`: what every result kept must beat (`Sink::bar`), when known beforehand.
 pub(crate) fn scan<S: Sink>(
     snap: &Snapshot,
     candidates: Option<&[u32]>,
-    bar: Option<(bool, f64)>,
     criteria: &[Criterion],
     ctx: &EvalCtx,
     filter: &Filter<'_>,
@@ -514,7 +523,7 @@ pub(crate) fn scan<S: Sink>(
     let part = || Part {
         sink: make(),
         idx: Vec::with_capacity(crate::CHUNK),
-        scores: ChunkScores::default(),
+        scores: ChunkScores::new(criteria),
     };
     let admit_all = filter.admits_all();
     let run = |mut p: Part<S>,
@@ -578,7 +587,7 @@ pub(crate) fn scan<S: Sink>(
                 .fold(part, |p, &(c, a, b)| {
                     run(
                         p,
-                        bar,
+                        None,
                         c,
                         &mut docs[a..b].iter().map(|&n| n as usize % crate::CHUNK),
                     )
@@ -602,8 +611,8 @@ pub(crate) fn scan<S: Sink>(
             // A sample of the chunks first: the best results it finds are a bar the
             // rest must beat from their first chunk on (a bar found scanning grows
             // only as fast as the scan goes).
-            let sample = pass(bar, true);
-            let seed = stronger(sample.bar(), bar);
+            let sample = pass(None, true);
+            let seed = sample.bar();
             sample.merge(pass(seed, false))
         }
     }
@@ -656,15 +665,7 @@ pub fn evaluate(
         // only once culling is: a first pass finds the results (membership and
         // exactness do not depend on the grading), the second ranks them.
         let frozen: &[Criterion] = criteria;
-        let results: Vec<u32> = scan(
-            snap,
-            candidates.as_deref(),
-            None,
-            frozen,
-            &ctx,
-            filter,
-            Vec::new,
-        );
+        let results: Vec<u32> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
         for_each_text(criteria, &mut |_, t| {
             t.set_max_over(results.iter().copied())
         });
@@ -672,26 +673,12 @@ pub fn evaluate(
     }
     let frozen: &[Criterion] = criteria;
     if let Some((k, collect)) = want.top() {
-        let top = scan(
-            snap,
-            candidates.as_deref(),
-            None,
-            frozen,
-            &ctx,
-            filter,
-            || TopK::new(k, collect),
-        );
+        let top = scan(snap, candidates.as_deref(), frozen, &ctx, filter, || {
+            TopK::new(k, collect)
+        });
         return top.into_results(ctx);
     }
-    let mut hits: Vec<Hit> = scan(
-        snap,
-        candidates.as_deref(),
-        None,
-        frozen,
-        &ctx,
-        filter,
-        Vec::new,
-    );
+    let mut hits: Vec<Hit> = scan(snap, candidates.as_deref(), frozen, &ctx, filter, Vec::new);
     let exact_count = hits.iter().filter(|h| h.exact).count();
     let total = hits.len();
     if want != Want::All {

@@ -67,10 +67,12 @@ impl Outcomes {
 }
 
 /// The outcomes of every top-level criterion for one view (buffers reused from chunk to
-/// chunk), and which documents were left out as unable to reach the top.
-#[derive(Default)]
+/// chunk), and which documents were left out as unable to reach the top. Made for one
+/// request's criteria (`new`): `compute` is given those.
 pub(crate) struct ChunkScores {
     per: Vec<Outcomes>,
+    /// The order criteria are evaluated in with a bar (`eval_order`).
+    order: Vec<usize>,
     /// Position by position: a result for certain, not exact, and unable to beat the
     /// bar, so some of its criteria were not evaluated (`outcome` does not describe it).
     skipped: Vec<bool>,
@@ -95,10 +97,6 @@ struct Prune {
     out: Outcomes,
     /// Geo: positions in `alive` whose distance is to be computed.
     pending: Vec<u32>,
-    /// The order criteria are evaluated in (`eval_order`), and which request's
-    /// criteria it is for (their address and number).
-    order: Vec<usize>,
-    order_of: Option<(usize, usize)>,
     /// Geo: the (exactness, relevance) bound from the latitude alone, per member of
     /// `alive` (`None`: settled already, from the row or as a null).
     up: Vec<Option<(bool, f64)>>,
@@ -109,6 +107,16 @@ struct Prune {
 const SLACK: f64 = 1e-9;
 
 impl ChunkScores {
+    pub(crate) fn new(criteria: &[Criterion]) -> ChunkScores {
+        ChunkScores {
+            per: Vec::new(),
+            order: eval_order(criteria),
+            skipped: Vec::new(),
+            dropped: Vec::new(),
+            prune: Prune::default(),
+        }
+    }
+
     /// Scores the documents of `view`. With a `bar` — the (exactness, relevance) a
     /// result must beat to be kept — criteria are evaluated cheapest first, and a
     /// document is left out (`skipped`) as soon as the criteria evaluated, and the most
@@ -151,13 +159,7 @@ impl ChunkScores {
         total_w: f64,
     ) {
         let n = view.idx.len();
-        // (the order is the request's: made once per scan part, not per chunk)
-        let key = (criteria.as_ptr() as usize, criteria.len());
-        if self.prune.order_of != Some(key) {
-            self.prune.order = eval_order(criteria);
-            self.prune.order_of = Some(key);
-        }
-        let order = std::mem::take(&mut self.prune.order);
+        let order = std::mem::take(&mut self.order);
         // the criteria that may cull come first: a document is left out only once they
         // are all evaluated (left out, it counts as a result)
         let culling = criteria.iter().filter(|c| c.may_cull()).count();
@@ -197,7 +199,7 @@ impl ChunkScores {
                 Some(leaf) => {
                     // first the bound from the latitude: documents that cannot beat the
                     // bar whatever their distance are left out before it is computed
-                    let far = leaf.geo_rule(crate::geo::max_distance(leaf_unit(leaf))).1;
+                    let far = leaf.geo_least_relevance();
                     let mut pending = std::mem::take(&mut p.pending);
                     pending.clear();
                     for (jj, &j) in p.alive.iter().enumerate() {
@@ -262,7 +264,7 @@ impl ChunkScores {
                 break;
             }
         }
-        self.prune.order = order;
+        self.order = order;
     }
 
     /// Whether the document at position `j` was left out (see `skipped`).
@@ -317,13 +319,6 @@ fn eval_order(criteria: &[Criterion]) -> Vec<usize> {
     order
 }
 
-fn leaf_unit(leaf: &Leaf) -> crate::geo::Unit {
-    match &leaf.matcher {
-        Matcher::Geo { unit, .. } => *unit,
-        _ => crate::geo::Unit::Miles,
-    }
-}
-
 impl Criterion {
     /// Whether it may cull a document: `cull`, a `cullDistance`, or a group (which may
     /// hold either).
@@ -344,13 +339,13 @@ impl Criterion {
         };
         match (&leaf.matcher, leaf.dim) {
             (Matcher::Text(_), _) => false,
-            (Matcher::Geo { unit, .. }, Some(dim)) => match view.cols.and_then(|c| c.col(dim)) {
+            // (a distance is what costs: whether the point is there is enough)
+            (Matcher::Geo { .. }, Some(dim)) => match view.cols.and_then(|c| c.col(dim)) {
                 Some(Col::Geo { lat, multi, .. }) if !bit(multi, i) => {
                     if lat[i].is_nan() {
                         leaf.null_rel > 0.0
                     } else {
-                        let far = leaf.geo_rule(crate::geo::max_distance(*unit)).1;
-                        leaf.exact_rel.min(far) > 0.0
+                        leaf.positive_with_value()
                     }
                 }
                 _ => false,
@@ -538,9 +533,7 @@ impl Leaf {
             }
         }
     }
-}
 
-impl Leaf {
     /// A geo leaf over `view` (`Criterion::deferrable_geo`), first pass: documents with
     /// several points or none are settled in `out`; for the others `up` holds the
     /// (exactness, relevance) their distance floor from the latitude gives, at most

@@ -1,9 +1,10 @@
 //! Requests ranked from how far each criterion's relevance can reach. A request that
 //! ranks every document (no culling, no text: §7.2's "exact matches first, then close
-//! matches") usually has a page of relevance near the most any document can get. A
-//! sample of the chunks gives a bar the page's last result is at least as good as;
-//! per criterion, the relevance a document needs from it to reach that bar (the others
-//! giving their most) names, from the postings, a superset of the documents that can:
+//! matches") usually has a page of relevance near the most any document can get. A bar
+//! the page's last result is at least as good as — a guess just below that most, else
+//! the k-th best of the guess's documents or of a sample of the chunks — is reached,
+//! per criterion, by the documents it gives enough (the others giving their most); the
+//! postings name a superset of them:
 //! numeric values within a distance of the wanted interval, points within a distance of
 //! the reference, elements close enough, exact documents. Only the intersection of
 //! those sets, the documents that may be exact, and those whose membership is not
@@ -108,8 +109,8 @@ pub(crate) fn reached_results(
     };
     let score = |docs: &RoaringBitmap, bar: Option<(bool, f64)>| {
         let docs: Vec<u32> = docs.iter().collect();
-        scan(snap, Some(&docs), bar, criteria, ctx, filter, || {
-            TopK::new(k, collect)
+        scan(snap, Some(&docs), criteria, ctx, filter, || {
+            TopK::new(k, collect).above(bar)
         })
     };
     // First a guess: the documents that can come within `GUESS` of the most relevance
@@ -143,7 +144,7 @@ pub(crate) fn reached_results(
             }
             sample &= live;
             let docs: Vec<u32> = sample.iter().collect();
-            let top = scan(snap, Some(&docs), None, criteria, ctx, filter, || {
+            let top = scan(snap, Some(&docs), criteria, ctx, filter, || {
                 TopK::new(k, false)
             });
             top.bar()?
@@ -284,17 +285,7 @@ fn positive(snap: &Snapshot, leaf: &Leaf) -> Option<RoaringBitmap> {
         return Some(snap.live_docs().clone()); // relevance 1
     };
     let has = &*snap.postings(dim)?.has;
-    let valued = match &leaf.matcher {
-        Matcher::Has => leaf.exact_rel > 0.0,
-        // closeness 1 / (1 + d / s) is above 0 at any finite distance
-        Matcher::Numeric { .. } => leaf.exact_rel > 0.0 && leaf.fuzzy_rel > 0.0,
-        Matcher::Geo { unit, .. } => {
-            let far = leaf.geo_rule(crate::geo::max_distance(*unit)).1;
-            leaf.exact_rel > 0.0 && far > 0.0
-        }
-        _ => false,
-    };
-    let mut out = if valued {
+    let mut out = if leaf.positive_with_value() {
         has.clone()
     } else {
         RoaringBitmap::new()
@@ -323,84 +314,51 @@ fn exact_superset(snap: &Snapshot, leaf: &Leaf) -> Option<RoaringBitmap> {
 fn reach(snap: &Snapshot, ctx: &EvalCtx, leaf: &Leaf, need: f64) -> Option<RoaringBitmap> {
     let dim = leaf.dim?;
     let post = snap.postings(dim)?;
-    let exact_in = leaf.exact_rel >= need;
-    let close_in = leaf.fuzzy_rel >= need;
-    // the closeness a close document needs
-    let closeness = need / leaf.fuzzy_rel;
-    let mut out = match &leaf.matcher {
-        Matcher::Has => {
-            if exact_in {
-                (*post.has).clone()
-            } else {
-                RoaringBitmap::new()
+    if matches!(leaf.matcher, Matcher::Text(_)) {
+        return None;
+    }
+    // documents found exact get exactRelevance, close ones fuzzyRelevance × closeness
+    let mut out = if leaf.exact_rel >= need {
+        crate::candidates::exact_set(leaf, post)?
+    } else {
+        RoaringBitmap::new()
+    };
+    if leaf.fuzzy_rel >= need {
+        // the closeness a close document needs
+        let closeness = need / leaf.fuzzy_rel;
+        match &leaf.matcher {
+            Matcher::Elements { table, .. } => {
+                // (an excluded element gives 0: left in, a superset)
+                let close: Vec<u32> = table
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, rule)| !rule.exact && rule.best >= closeness * (1.0 - SLACK))
+                    .map(|(e, _)| e as u32)
+                    .collect();
+                out |= element_union(post, &close);
             }
-        }
-        Matcher::Keyword { .. } => {
-            if exact_in {
-                crate::candidates::exact_set(leaf, post)?
-            } else {
-                RoaringBitmap::new()
-            }
-        }
-        Matcher::Elements {
-            table, only_not, ..
-        } => {
-            let elements: Vec<u32> = table
-                .iter()
-                .enumerate()
-                .filter(|(_, rule)| {
-                    // (an excluded element gives 0: left in, a superset)
-                    if rule.exact {
-                        exact_in
-                    } else {
-                        close_in && rule.best >= closeness * (1.0 - SLACK)
-                    }
-                })
-                .map(|(e, _)| e as u32)
-                .collect();
-            let mut out = element_union(post, &elements);
-            if exact_in && *only_not {
-                out |= &*post.has;
-            }
-            out
-        }
-        Matcher::Numeric { set, scale } => {
-            if close_in {
+            Matcher::Numeric { set, scale } => {
                 // 1 / (1 + d / s) ≥ closeness  ⇔  d ≤ s (1 / closeness − 1)
                 let s = if *scale > 0.0 { *scale } else { ctx.scale(dim) };
-                let d = s * (1.0 / closeness - 1.0);
-                numeric_range(post, &widened(set, d))
-            } else if exact_in {
-                numeric_range(post, set)
-            } else {
-                RoaringBitmap::new()
+                out |= numeric_range(post, &widened(set, s * (1.0 / closeness - 1.0)));
             }
-        }
-        Matcher::Geo {
-            reference,
-            exact,
-            normal,
-            iso,
-            unit,
-            ..
-        } => {
-            // fuzzy / (1 + (d − e) / n) ≥ need  ⇔  d ≤ e + n (1 / closeness − 1)
-            let d = if close_in {
-                exact + normal * (1.0 / closeness - 1.0)
-            } else if exact_in {
-                *exact
-            } else {
-                -1.0
-            };
-            if d < 0.0 {
-                RoaringBitmap::new()
-            } else {
-                // (an iso step rounds distances down by less than one step)
-                within(post, &reference.boxes(), d + iso.unwrap_or(0.0), *unit)?
+            Matcher::Geo {
+                reference,
+                exact,
+                normal,
+                iso,
+                unit,
+                ..
+            } => {
+                // fuzzy / (1 + (d − e) / n) ≥ need  ⇔  d ≤ e + n (1 / closeness − 1); an
+                // iso step rounds distances down by less than one step
+                let d = exact + normal * (1.0 / closeness - 1.0) + iso.unwrap_or(0.0);
+                out |= within(post, &reference.boxes(), d, *unit)?;
             }
+            // (no closeness: "has a value", keywords)
+            _ => {}
         }
-        Matcher::Text(_) => return None,
-    };
+    }
     if leaf.null_rel >= need {
         out |= snap.live_docs() - &*post.has;
     }
@@ -423,5 +381,52 @@ fn widened(set: &Interval, d: f64) -> Interval {
         lo_incl: true,
         hi: hi.map(|x| x + d + x.abs() * 1e-12),
         hi_incl: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_query, IndexWriter};
+    use discern_dimensions::Dimensions;
+    use discern_model::{Record, Value};
+    use std::sync::Arc;
+
+    /// A tree criterion reaches the elements whose closeness gives what is needed: for
+    /// `A1`, `A` (2·1 / 3) and `A2` (2·1 / 4) reach 1/2, only `A` reaches 0.6, and 0.7
+    /// only the exact `A1`; `B` (no common ancestor) never.
+    #[test]
+    fn tree_reach_is_by_closeness() {
+        let dims = Dimensions::parse(
+            b"<dimensions><dimension id='t' type='tree'>
+                <element id='A'><element id='A1'/><element id='A2'/></element>
+                <element id='B'/>
+              </dimension></dimensions>",
+        )
+        .unwrap();
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(Arc::new(dims)));
+        for (id, t) in [("a", "A"), ("a1", "A1"), ("a2", "A2"), ("b", "B")] {
+            b.upsert(id, &Record(vec![("t".into(), Value::Str(t.into()))]));
+        }
+        let snap = b.commit();
+        let body = serde_json::json!({"criteria": [{"dimension": "t", "id": "A1"}]});
+        let q = parse_query(&body, &snap.dims, 10).unwrap();
+        let Node::Leaf(leaf) = &q.criteria[0].node else {
+            panic!("a leaf");
+        };
+        let ctx = EvalCtx { scales: vec![0.0] };
+        let ids = |need: f64| -> Vec<String> {
+            let set = reach(&snap, &ctx, leaf, need).unwrap();
+            let mut ids: Vec<String> = set
+                .iter()
+                .map(|d| snap.doc(d).unwrap().id.to_string())
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(ids(0.5), ["a", "a1", "a2"]);
+        assert_eq!(ids(0.6), ["a", "a1"]);
+        assert_eq!(ids(0.7), ["a1"]);
     }
 }
