@@ -220,6 +220,42 @@ const ROWS_PER_KEY: usize = 4;
 
 type Counts = HashMap<String, usize>;
 
+/// How a facet reaches its counts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Way {
+    /// Each key's (element's, numeric bucket's) postings intersected with the counted
+    /// set: the cost follows the dimension's postings, whatever the counted set.
+    Postings,
+    /// Each counted document's value read from the columns (or its row): the cost
+    /// follows the counted documents.
+    Documents,
+}
+
+/// A counted set holding fewer than one in this many live documents is held in roaring
+/// array containers, and intersecting it with a key's postings merges the whole array
+/// once per key: over thousands of keys (numeric buckets, cities) that costs more than
+/// reading the counted documents' values.
+const SPARSE: u64 = 16;
+
+/// The cheaper way to count `counted` in dimension `di`.
+fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
+    let sparse = (counted.len() as u64) * SPARSE < snap.live_docs().len();
+    match (&dim.kind, snap.postings(di)) {
+        (_, None) => Way::Documents,
+        (DimensionKind::Numeric(_), _) if sparse => Way::Documents,
+        (DimensionKind::Numeric(_), _) => Way::Postings,
+        // per counted document when they outnumber the elements, else per element
+        (DimensionKind::Tree(set), _) if counted.len() >= set.elements.len() => Way::Documents,
+        (kind, _) if kind.elements().is_some() => Way::Postings,
+        (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
+            if p.map.len() * ROWS_PER_KEY <= counted.len() =>
+        {
+            Way::Postings
+        }
+        _ => Way::Documents,
+    }
+}
+
 /// Bucket id → number of counted documents in it, for one dimension; and the smallest and
 /// largest numeric value among them.
 fn bucket_counts(
@@ -228,14 +264,26 @@ fn bucket_counts(
     di: usize,
     counted: &Counted,
 ) -> (Counts, Option<(f64, f64)>) {
+    counts_by(snap, dim, di, counted, way(snap, dim, di, counted))
+}
+
+/// `bucket_counts` the way given, where the dimension can be counted that way (otherwise
+/// the other way: the counts are the same).
+fn counts_by(
+    snap: &Snapshot,
+    dim: &Dimension,
+    di: usize,
+    counted: &Counted,
+    way: Way,
+) -> (Counts, Option<(f64, f64)>) {
     let mut counts = Counts::new();
     if counted.set.is_empty() {
         return (counts, None);
     }
+    let by_postings = way == Way::Postings;
     match (&dim.kind, snap.postings(di)) {
-        (DimensionKind::Numeric(spec), _) => return numeric_counts(snap, spec, di, counted),
-        // per counted document when they outnumber the elements, else per element
-        (DimensionKind::Tree(set), Some(_)) if counted.len() >= set.elements.len() => {
+        (DimensionKind::Numeric(spec), _) => return numeric_counts(snap, spec, di, counted, way),
+        (DimensionKind::Tree(set), Some(_)) if !by_postings => {
             tree_counts_by_path(snap, set, di, counted, &mut counts)
         }
         (DimensionKind::Tree(set), Some(p)) => {
@@ -275,9 +323,7 @@ fn bucket_counts(
                 }
             }
         }
-        (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
-            if p.map.len() * ROWS_PER_KEY <= counted.len() =>
-        {
+        (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p)) if by_postings => {
             // (thousands of keys, a city's: intersected on both cores)
             let keys: Vec<(&[u8], &RoaringBitmap)> =
                 p.map.iter().map(|(k, b)| (&**k, &**b)).collect();
@@ -327,10 +373,13 @@ fn numeric_counts(
     spec: &discern_dimensions::NumericSpec,
     di: usize,
     counted: &Counted,
+    way: Way,
 ) -> (Counts, Option<(f64, f64)>) {
     let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
-    if let Some(found) = numeric_counts_by_bucket(snap, spec, &table, di, counted) {
-        return found;
+    if way == Way::Postings {
+        if let Some(found) = numeric_counts_by_bucket(snap, spec, &table, di, counted) {
+            return found;
+        }
     }
     let ranges = spec.ranges.len();
     // (per segment, per range for documents with several values, lo, hi)
@@ -498,7 +547,7 @@ fn numeric_counts_by_bucket(
         });
         let whole = crate::exact::bucket_extremes(key)
             .and_then(|(a, b)| Some((table.segment(a)?, table.segment(b)?)))
-            .filter(|(sa, sb)| sa == sb);
+            .filter(|(sa, sb)| table.same_ranges(*sa, *sb));
         match whole {
             Some((s, _)) => seg[s] += n,
             None => {
@@ -995,9 +1044,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
-        /// Facet counts from postings and columns equal counts read from the rows, for
-        /// every dimension type and both keyword strategies (postings for few keys, rows
-        /// for many).
+        /// Facet counts from postings and from the counted documents' columns equal
+        /// counts read from the rows, for every dimension type.
         #[test]
         fn counts_equal_rows(
             mut docs in prop::collection::vec(doc_spec(), 1..80),
@@ -1016,8 +1064,11 @@ mod tests {
                 .collect();
             let counted = Counted::of(chosen.iter().copied().collect());
             for di in 0..snap.dims.len() {
-                let got = bucket_counts(&snap, &snap.dims.dims[di], di, &counted);
-                prop_assert_eq!(got, counted_from_rows(&snap, di, &chosen), "dimension {}", di);
+                let want = counted_from_rows(&snap, di, &chosen);
+                for way in [Way::Postings, Way::Documents] {
+                    let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way);
+                    prop_assert_eq!(&got, &want, "dimension {} {:?}", di, way);
+                }
             }
         }
 
