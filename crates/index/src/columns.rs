@@ -6,11 +6,12 @@
 //! their row (several elements are kept in a side list). The rules themselves stay in
 //! `criteria.rs`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 
 use crate::geo::GeoPoint;
+use crate::keys::KeyCol;
 use crate::Doc;
 
 pub(crate) enum Col {
@@ -78,6 +79,9 @@ pub(crate) enum ColValue {
 
 pub(crate) struct ChunkCols {
     dims: Vec<Option<Col>>,
+    /// Keyword and groupBy dimensions' key numbers, built when a facet first asks
+    /// (`Snapshot::key_col`).
+    pub(crate) keys: Box<[OnceLock<KeyCol>]>,
     /// Each document's `Doc::id_key` (0 for an empty slot): ordering ties between
     /// results read these instead of every row.
     id_keys: Box<[u64]>,
@@ -240,6 +244,7 @@ impl ChunkCols {
             .collect();
         let min_id_key = docs.iter().flatten().map(|d| d.id_key).min();
         ChunkCols {
+            keys: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             dims: cols,
             id_keys,
             min_id_key: min_id_key.unwrap_or(u64::MAX),

@@ -10,6 +10,7 @@ mod exact;
 mod facets;
 mod fuzzy;
 mod geo;
+mod keys;
 mod kernels;
 pub mod persist;
 pub mod postings;
@@ -30,6 +31,7 @@ pub use sort::{sort_hits, SortKey};
 use std::sync::{Arc, OnceLock};
 
 use columns::ChunkCols;
+use keys::{KeyCol, KeyNumbers};
 
 /// Hash maps on the apply path (ids, terms, postings keys): hashbrown with its default
 /// foldhash hasher, randomly seeded per process, several times cheaper per lookup than
@@ -91,11 +93,14 @@ pub struct Snapshot {
     postings: Postings,
     /// Every live document number.
     live_docs: Arc<RoaringBitmap>,
+    /// Per keyword and groupBy dimension, its keys' numbers (see `keys`).
+    keys: Arc<[Option<Arc<KeyNumbers>>]>,
 }
 
 impl Snapshot {
     pub fn empty(dims: Arc<Dimensions>) -> Snapshot {
         Snapshot {
+            keys: keys::numbers_for(&dims),
             terms: terms::empty_dicts(&dims, 0),
             postings: postings::empty(&dims),
             live_docs: Arc::default(),
@@ -229,6 +234,19 @@ impl Snapshot {
         Some(self.chunks.get(c)?.cols(&self.dims))
     }
 
+    /// The key numbers of keyword or groupBy dimension `di`.
+    pub(crate) fn key_numbers(&self, di: usize) -> Option<&KeyNumbers> {
+        self.keys.get(di)?.as_deref()
+    }
+
+    /// Chunk `c`'s key column of keyword or groupBy dimension `di` (built on first use).
+    pub(crate) fn key_col(&self, c: usize, di: usize) -> Option<&KeyCol> {
+        let numbers = self.key_numbers(di)?;
+        let chunk = self.chunks.get(c)?;
+        let col = chunk.cols(&self.dims).keys.get(di)?;
+        Some(col.get_or_init(|| KeyCol::build(&chunk.docs, di, numbers)))
+    }
+
     /// Every live document, in doc-number order.
     pub fn docs(&self) -> impl Iterator<Item = &Doc> {
         self.chunks
@@ -340,6 +358,7 @@ pub struct Builder<'w> {
     term_deltas: Option<Vec<FastMap<Box<str>, i64>>>,
     postings: Postings,
     live_docs: Arc<RoaringBitmap>,
+    keys: Arc<[Option<Arc<KeyNumbers>>]>,
     postings_delta: PostingsDelta,
     /// Off for a bulk rebuild that counts postings once at the end.
     track_postings: bool,
@@ -385,6 +404,7 @@ impl IndexWriter {
             term_deltas: None,
             postings: base.postings.clone(),
             live_docs: base.live_docs.clone(),
+            keys: base.keys.clone(),
             postings_delta: PostingsDelta::new(&base.dims),
             track_postings: true,
             cleared: false,
@@ -556,6 +576,7 @@ impl Builder<'_> {
             terms,
             postings,
             live_docs,
+            keys: self.keys.clone(),
         }
     }
 }

@@ -518,6 +518,7 @@ pub fn load<R: Read + Send>(
     }
     let live = by_id.len();
     let snap = Snapshot {
+        keys: crate::keys::numbers_for(&dims),
         dims,
         chunks,
         live,

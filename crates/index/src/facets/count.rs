@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT};
 use crate::postings::DimPostings;
 use crate::ranges::RangeTable;
-use crate::Snapshot;
+use crate::{FastMap, Snapshot};
 
 /// The documents a facet counts: a bitmap (postings intersect it) and, listed when a
 /// facet needs them, its doc numbers ascending (rows and columns are read through them).
@@ -38,9 +38,10 @@ impl Counted {
     }
 }
 
-/// Below this many counted documents per posting key, reading the rows is cheaper than
-/// intersecting every key's postings with the counted set.
-const ROWS_PER_KEY: usize = 4;
+/// Below this many counted documents per keyword key, bumping each counted document's
+/// keys (`key_counts`) is cheaper than intersecting every key's postings (a key's
+/// postings span up to 16 roaring containers; a document's keys are read in a few ns).
+const DOCS_PER_KEY: usize = 64;
 
 pub(super) type Counts = HashMap<String, usize>;
 
@@ -72,7 +73,7 @@ fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
         (DimensionKind::Tree(set), _) if counted.len() >= set.elements.len() => Way::Documents,
         (kind, _) if kind.elements().is_some() => Way::Postings,
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
-            if p.map.len() * ROWS_PER_KEY <= counted.len() =>
+            if !sparse && p.map.len() * DOCS_PER_KEY <= counted.len() =>
         {
             Way::Postings
         }
@@ -160,6 +161,9 @@ fn counts_by(
                 .collect();
             counts.extend(found);
         }
+        (DimensionKind::Keyword | DimensionKind::GroupBy, _) => {
+            key_counts(snap, di, counted, &mut counts)
+        }
         _ => {
             let mut by: HashMap<&str, usize> = HashMap::new();
             let mut tokens: Vec<&str> = Vec::new();
@@ -186,6 +190,112 @@ fn counts_by(
         }
     }
     (counts, None)
+}
+
+/// Keyword and groupBy counts from the chunks' key columns, in parallel: each counted
+/// document bumps its keys' slots.
+fn key_counts(snap: &Snapshot, di: usize, counted: &Counted, counts: &mut Counts) {
+    let Some(numbers) = snap.key_numbers(di) else {
+        return;
+    };
+    // more keys than counted documents (addresses): most slots would stay empty
+    let sparse = numbers.len() > counted.len();
+    const CHUNKS_PER_TASK: usize = 64;
+    let tasks = snap.chunks().len().div_ceil(CHUNKS_PER_TASK);
+    let slots = (0..tasks)
+        .into_par_iter()
+        .map(|task| {
+            let mut slots = Slots::new(sparse);
+            let first = task * CHUNKS_PER_TASK;
+            for c in first..(first + CHUNKS_PER_TASK).min(snap.chunks().len()) {
+                let base = (c * crate::CHUNK) as u32;
+                let mut docs = counted
+                    .set
+                    .range(base..base.saturating_add(crate::CHUNK as u32))
+                    .peekable();
+                if docs.peek().is_none() {
+                    continue;
+                }
+                let Some(col) = snap.key_col(c, di) else {
+                    continue;
+                };
+                for d in docs {
+                    col.keys((d - base) as usize)
+                        .iter()
+                        .for_each(|&k| slots.bump(k));
+                }
+            }
+            slots
+        })
+        .reduce(|| Slots::new(sparse), Slots::add);
+    let found = slots.found();
+    let keys = numbers.keys(found.iter().map(|(k, _)| *k));
+    counts.extend(
+        keys.iter()
+            .zip(&found)
+            .map(|(key, (_, n))| (key.to_string(), *n as usize)),
+    );
+}
+
+/// Counts per key number: an array, or a map when few of the numbers will be met.
+enum Slots {
+    Dense(Vec<u32>),
+    Sparse(FastMap<u32, u32>),
+}
+
+impl Slots {
+    fn new(sparse: bool) -> Slots {
+        match sparse {
+            true => Slots::Sparse(FastMap::default()),
+            false => Slots::Dense(Vec::new()),
+        }
+    }
+
+    #[inline]
+    fn bump(&mut self, k: u32) {
+        self.add_to(k, 1)
+    }
+
+    #[inline]
+    fn add_to(&mut self, k: u32, n: u32) {
+        match self {
+            Slots::Dense(v) => {
+                let k = k as usize;
+                if k >= v.len() {
+                    v.resize((k + 1).next_power_of_two(), 0);
+                }
+                v[k] += n;
+            }
+            Slots::Sparse(m) => *m.entry(k).or_default() += n,
+        }
+    }
+
+    fn add(mut self, other: Slots) -> Slots {
+        match (&mut self, other) {
+            (Slots::Dense(a), Slots::Dense(mut b)) => {
+                if a.len() < b.len() {
+                    std::mem::swap(a, &mut b);
+                }
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+            }
+            (_, b) => b
+                .found()
+                .into_iter()
+                .for_each(|(k, n)| self.add_to(k, n)),
+        }
+        self
+    }
+
+    /// Every key number met, with its count.
+    fn found(&self) -> Vec<(u32, u32)> {
+        match self {
+            Slots::Dense(v) => (0..v.len() as u32)
+                .zip(v.iter().copied())
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            Slots::Sparse(m) => m.iter().map(|(k, n)| (*k, *n)).collect(),
+        }
+    }
 }
 
 /// Range buckets and bounds of a numeric dimension, read from the chunks' columns (a
