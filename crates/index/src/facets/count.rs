@@ -3,7 +3,6 @@
 //! whichever costs less for the set at hand (`way`).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use discern_dimensions::{Dimension, DimensionKind, IndexedValue};
 use rayon::prelude::*;
@@ -14,28 +13,52 @@ use crate::postings::DimPostings;
 use crate::ranges::RangeTable;
 use crate::{FastMap, Snapshot};
 
-/// The documents a facet counts: a bitmap (postings intersect it) and, listed when a
-/// facet needs them, its doc numbers ascending (rows and columns are read through them).
+/// The documents a facet counts.
 pub(super) struct Counted {
     set: RoaringBitmap,
-    docs: OnceLock<Vec<u32>>,
 }
 
 impl Counted {
     pub(super) fn of(set: RoaringBitmap) -> Counted {
-        Counted {
-            set,
-            docs: OnceLock::new(),
-        }
+        Counted { set }
     }
 
     fn len(&self) -> usize {
         self.set.len() as usize
     }
+}
 
-    fn docs(&self) -> &[u32] {
-        self.docs.get_or_init(|| self.set.iter().collect())
-    }
+/// Counts the documents of `counted` chunk by chunk, in parallel tasks of whole chunks:
+/// `each` gets a task's accumulator (made by `new`), a chunk and the positions of the
+/// chunk's counted documents in it; the tasks' accumulators are then `add`ed up.
+fn per_chunk<A: Send>(
+    snap: &Snapshot,
+    counted: &Counted,
+    new: impl Fn() -> A + Sync + Send,
+    each: impl Fn(&mut A, usize, &mut dyn Iterator<Item = usize>) + Sync + Send,
+    add: impl Fn(A, A) -> A + Sync + Send,
+) -> A {
+    const CHUNKS_PER_TASK: usize = 32;
+    let chunks = snap.chunks().len();
+    (0..chunks.div_ceil(CHUNKS_PER_TASK))
+        .into_par_iter()
+        .map(|task| {
+            let mut acc = new();
+            let first = task * CHUNKS_PER_TASK;
+            for c in first..(first + CHUNKS_PER_TASK).min(chunks) {
+                let base = (c * crate::CHUNK) as u32;
+                let mut docs = counted
+                    .set
+                    .range(base..base.saturating_add(crate::CHUNK as u32))
+                    .map(|d| (d - base) as usize)
+                    .peekable();
+                if docs.peek().is_some() {
+                    each(&mut acc, c, &mut docs);
+                }
+            }
+            acc
+        })
+        .reduce(&new, &add)
 }
 
 /// Below this many counted documents per keyword key, bumping each counted document's
@@ -200,34 +223,17 @@ fn key_counts(snap: &Snapshot, di: usize, counted: &Counted, counts: &mut Counts
     };
     // more keys than counted documents (addresses): most slots would stay empty
     let sparse = numbers.len() > counted.len();
-    const CHUNKS_PER_TASK: usize = 64;
-    let tasks = snap.chunks().len().div_ceil(CHUNKS_PER_TASK);
-    let slots = (0..tasks)
-        .into_par_iter()
-        .map(|task| {
-            let mut slots = Slots::new(sparse);
-            let first = task * CHUNKS_PER_TASK;
-            for c in first..(first + CHUNKS_PER_TASK).min(snap.chunks().len()) {
-                let base = (c * crate::CHUNK) as u32;
-                let mut docs = counted
-                    .set
-                    .range(base..base.saturating_add(crate::CHUNK as u32))
-                    .peekable();
-                if docs.peek().is_none() {
-                    continue;
-                }
-                let Some(col) = snap.key_col(c, di) else {
-                    continue;
-                };
-                for d in docs {
-                    col.keys((d - base) as usize)
-                        .iter()
-                        .for_each(|&k| slots.bump(k));
-                }
+    let slots = per_chunk(
+        snap,
+        counted,
+        || Slots::new(sparse),
+        |slots, c, docs| {
+            if let Some(col) = snap.key_col(c, di) {
+                docs.for_each(|i| col.keys(i).iter().for_each(|&k| slots.bump(k)));
             }
-            slots
-        })
-        .reduce(|| Slots::new(sparse), Slots::add);
+        },
+        Slots::add,
+    );
     let found = slots.found();
     let keys = numbers.keys(found.iter().map(|(k, _)| *k));
     counts.extend(
@@ -326,52 +332,43 @@ fn numeric_counts(
             f64::NEG_INFINITY,
         )
     };
-    // tasks of whole chunks: each chunk's column is looked up once, then read directly
-    const CHUNKS_PER_TASK: usize = 32;
-    let tasks = snap.chunks().len().div_ceil(CHUNKS_PER_TASK);
-    let (per_segment, mut per_range, lo, hi) = (0..tasks)
-        .into_par_iter()
-        .map(|task| {
-            let (mut seg, mut multi, mut lo, mut hi) = empty();
+    let (per_segment, mut per_range, lo, hi) = per_chunk(
+        snap,
+        counted,
+        empty,
+        |(seg, multi, lo, hi), c, docs| {
+            let column = match snap.chunk_cols(c).and_then(|cc| cc.col(di)) {
+                Some(Col::Num { v, multi, .. }) => Some((v, multi)),
+                _ => None,
+            };
             let mut xs: Vec<f64> = Vec::new();
-            let first = task * CHUNKS_PER_TASK;
-            for c in first..(first + CHUNKS_PER_TASK).min(snap.chunks().len()) {
-                let base = (c * crate::CHUNK) as u32;
-                let docs = counted
-                    .set
-                    .range(base..base.saturating_add(crate::CHUNK as u32));
-                let column = match snap.chunk_cols(c).and_then(|cc| cc.col(di)) {
-                    Some(Col::Num { v, multi, .. }) => Some((v, multi)),
-                    _ => None,
-                };
-                for d in docs {
-                    let i = (d - base) as usize;
-                    match column {
-                        Some((v, m)) if !bit(m, i) => {
-                            let x = v[i];
-                            if x.is_nan() {
-                                continue; // no value
-                            }
-                            lo = lo.min(x);
-                            hi = hi.max(x);
-                            if let Some(s) = table.segment(x) {
-                                seg[s] += 1;
-                            }
-                            continue;
+            for i in docs {
+                match column {
+                    Some((v, m)) if !bit(m, i) => {
+                        let x = v[i];
+                        if x.is_nan() {
+                            continue; // no value
                         }
-                        _ => {}
+                        *lo = lo.min(x);
+                        *hi = hi.max(x);
+                        if let Some(s) = table.segment(x) {
+                            seg[s] += 1;
+                        }
+                        continue;
                     }
-                    // several values (or no column): from the row
-                    count_row(snap, spec, di, d, &mut xs, &mut multi, (&mut lo, &mut hi));
+                    _ => {}
                 }
+                // several values (or no column): from the row
+                let d = (c * crate::CHUNK + i) as u32;
+                count_row(snap, spec, di, d, &mut xs, multi, (lo, hi));
             }
-            (seg, multi, lo, hi)
-        })
-        .reduce(empty, |mut a, b| {
+        },
+        |mut a, b| {
             a.0.iter_mut().zip(&b.0).for_each(|(x, y)| *x += y);
             a.1.iter_mut().zip(&b.1).for_each(|(x, y)| *x += y);
             (a.0, a.1, a.2.min(b.2), a.3.max(b.3))
-        });
+        },
+    );
     let counts = range_counts(spec, &table, per_segment, &mut per_range);
     (counts, (lo <= hi).then_some((lo, hi)))
 }
@@ -530,21 +527,15 @@ fn tree_counts_by_path(
     counts: &mut Counts,
 ) {
     let n = set.elements.len();
-    let (at, mut spread) = counted
-        .docs()
-        .par_chunks(16_384)
-        .map(|part| {
-            let mut at = vec![0usize; n];
-            // nodes of documents read from rows, each once per document
-            let mut spread = vec![0usize; n];
-            let mut stamp = vec![u32::MAX; n];
-            let (mut chunk, mut cols) = (usize::MAX, None);
-            for &d in part {
-                let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
-                if c != chunk {
-                    chunk = c;
-                    cols = snap.chunk_cols(c);
-                }
+    // (documents at their deepest element; nodes of documents read from their list, each
+    // once per document; the last document that reached a node)
+    let (at, mut spread, _) = per_chunk(
+        snap,
+        counted,
+        || (vec![0usize; n], vec![0usize; n], vec![u32::MAX; n]),
+        |(at, spread, stamp), c, docs| {
+            let cols = snap.chunk_cols(c);
+            for i in docs {
                 let deepest = cols.map_or(NOT_A_PATH, |cc| cc.deepest(di, i));
                 if deepest == NO_ELEMENT {
                     continue;
@@ -553,6 +544,7 @@ fn tree_counts_by_path(
                     at[deepest as usize] += 1;
                     continue;
                 }
+                let d = (c * crate::CHUNK + i) as u32;
                 // (the column's list when it has one: no row is read)
                 let listed = cols
                     .and_then(|cc| cc.col(di))
@@ -568,7 +560,6 @@ fn tree_counts_by_path(
                         _ => continue,
                     },
                 };
-                // each node once per document: the last document counted is stamped
                 for &e in es.iter() {
                     let mut cur = Some(e);
                     while let Some(x) = cur {
@@ -582,16 +573,13 @@ fn tree_counts_by_path(
                     }
                 }
             }
-            (at, spread)
-        })
-        .reduce(
-            || (vec![0; n], vec![0; n]),
-            |(mut a, mut s), (b, t)| {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                s.iter_mut().zip(t).for_each(|(x, y)| *x += y);
-                (a, s)
-            },
-        );
+        },
+        |(mut a, mut s, stamp), (b, t, _)| {
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+            s.iter_mut().zip(t).for_each(|(x, y)| *x += y);
+            (a, s, stamp)
+        },
+    );
     // roll up: a node's path documents are its own and its descendants'
     fn roll(
         e: u32,
