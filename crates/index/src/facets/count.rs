@@ -304,10 +304,11 @@ impl Slots {
     }
 }
 
-/// Range buckets and bounds of a numeric dimension, read from the chunks' columns (a
-/// document with several values from its row), in parallel: a document with one value
-/// counts in its segment of the ranges' bounds (`RangeTable`), rolled up to the ranges
-/// at the end.
+/// Range buckets and bounds of a numeric dimension. A document with one value counts in
+/// its segment of the ranges' bounds (`RangeTable`), rolled up to the ranges at the end;
+/// one with several is read from its row. Counted `Way::Postings`, the buckets of the
+/// numeric postings that hold values of one stretch of segments are counted whole
+/// (`whole_buckets`); the documents left are read from the chunks' columns.
 fn numeric_counts(
     snap: &Snapshot,
     spec: &discern_dimensions::NumericSpec,
@@ -316,11 +317,14 @@ fn numeric_counts(
     way: Way,
 ) -> (Counts, Option<(f64, f64)>) {
     let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
-    if way == Way::Postings {
-        if let Some(found) = numeric_counts_by_bucket(snap, spec, &table, di, counted) {
-            return found;
-        }
-    }
+    let whole = match way {
+        Way::Postings => whole_buckets(snap, &table, di, counted),
+        Way::Documents => None,
+    };
+    let (whole, read) = match whole {
+        Some((per_segment, left)) => (Some(per_segment), Counted::of(left)),
+        None => (None, Counted::of(counted.set.clone())),
+    };
     let ranges = spec.ranges.len();
     // (per segment, per range for documents with several values, lo, hi)
     type Part = (Vec<usize>, Vec<usize>, f64, f64);
@@ -332,9 +336,9 @@ fn numeric_counts(
             f64::NEG_INFINITY,
         )
     };
-    let (per_segment, mut per_range, lo, hi) = per_chunk(
+    let (mut per_segment, mut per_range, lo, hi) = per_chunk(
         snap,
-        counted,
+        &read,
         empty,
         |(seg, multi, lo, hi), c, docs| {
             let column = match snap.chunk_cols(c).and_then(|cc| cc.col(di)) {
@@ -369,6 +373,9 @@ fn numeric_counts(
             (a.0, a.1, a.2.min(b.2), a.3.max(b.3))
         },
     );
+    if let Some(whole) = whole {
+        per_segment.iter_mut().zip(whole).for_each(|(x, y)| *x += y);
+    }
     let counts = range_counts(spec, &table, per_segment, &mut per_range);
     (counts, (lo <= hi).then_some((lo, hi)))
 }
@@ -426,18 +433,17 @@ fn range_counts(
         .collect()
 }
 
-/// `numeric_counts` from the numeric postings' buckets: a bucket all of whose values
-/// lie in one segment of the ranges' bounds counts its documents by one intersection;
-/// only the documents of buckets a bound cuts, of the first and last buckets (for the
-/// bounds) and with several values are read one by one. `None` when a chunk has no
-/// column for the dimension.
-fn numeric_counts_by_bucket(
+/// Per segment, the counted documents of the numeric postings' buckets whose values all
+/// lie in one stretch of segments (`RangeTable::same_ranges`), each bucket counted by
+/// one intersection; and the counted documents left to read one by one: those of the
+/// buckets a bound cuts, of the first and last buckets (they hold the bounds) and with
+/// several values. `None` when a chunk has no column for the dimension.
+fn whole_buckets(
     snap: &Snapshot,
-    spec: &discern_dimensions::NumericSpec,
     table: &RangeTable,
     di: usize,
     counted: &Counted,
-) -> Option<(Counts, Option<(f64, f64)>)> {
+) -> Option<(Vec<usize>, RoaringBitmap)> {
     let post = snap.postings(di)?;
     // the documents with several values, from the columns
     let mut multi = RoaringBitmap::new();
@@ -455,65 +461,27 @@ fn numeric_counts_by_bucket(
             }
         }
     }
-    let multi = &multi & &counted.set;
-    let single = &counted.set - &multi;
-    let value = |d: u32| -> f64 {
-        let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
-        match snap.chunk_cols(c).and_then(|cc| cc.col(di)) {
-            Some(Col::Num { v, .. }) => v[i],
-            _ => f64::NAN,
-        }
-    };
+    let mut left = &multi & &counted.set;
+    let single = &counted.set - &left;
     let mut seg = vec![0usize; table.segments()];
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    let mut first_last: Option<(&RoaringBitmap, &RoaringBitmap)> = None;
-    for (key, docs) in post.map.iter() {
-        let n = docs.intersection_len(&single) as usize;
-        if n == 0 {
-            continue;
-        }
-        first_last = Some(match first_last {
-            None => (&**docs, &**docs),
-            Some((f, _)) => (f, &**docs),
-        });
+    let held: Vec<(&[u8], &RoaringBitmap, usize)> = post
+        .map
+        .iter()
+        .filter_map(|(key, docs)| {
+            let n = docs.intersection_len(&single) as usize;
+            (n > 0).then_some((&**key, &**docs, n))
+        })
+        .collect();
+    for (b, &(key, docs, n)) in held.iter().enumerate() {
         let whole = crate::exact::bucket_extremes(key)
             .and_then(|(a, b)| Some((table.segment(a)?, table.segment(b)?)))
             .filter(|(sa, sb)| table.same_ranges(*sa, *sb));
         match whole {
-            Some((s, _)) => seg[s] += n,
-            None => {
-                for d in &**docs & &single {
-                    if let Some(s) = table.segment(value(d)) {
-                        seg[s] += 1;
-                    }
-                }
-            }
+            Some((s, _)) if b != 0 && b != held.len() - 1 => seg[s] += n,
+            _ => left |= docs & &single,
         }
     }
-    if let Some((first, last)) = first_last {
-        for d in first & &single {
-            lo = lo.min(value(d));
-        }
-        for d in last & &single {
-            hi = hi.max(value(d));
-        }
-    }
-    // several values: from the row, once per range
-    let mut per_range = vec![0usize; spec.ranges.len()];
-    let mut xs = Vec::new();
-    for d in &multi {
-        count_row(
-            snap,
-            spec,
-            di,
-            d,
-            &mut xs,
-            &mut per_range,
-            (&mut lo, &mut hi),
-        );
-    }
-    let counts = range_counts(spec, table, seg, &mut per_range);
-    Some((counts, (lo <= hi).then_some((lo, hi))))
+    Some((seg, left))
 }
 
 /// Tree counts from the columns: a document whose elements lie on one path counts at
