@@ -215,7 +215,7 @@ fn element_info(dim: &Dimension, id: &str) -> (Option<usize>, Option<String>) {
                     Some(el.name.clone().unwrap_or_else(|| el.value.clone())),
                 )
             }
-            None => (None, Some(id.to_string())),
+            None => (None, None),
         },
     }
 }
@@ -273,12 +273,11 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
             };
         // Each bucket's sort keys are looked up once, not per comparison; with topN only
         // the first buckets are fully sorted.
-        let order = |ids: Vec<String>| -> Vec<String> {
+        let order = |ids: Vec<(String, usize)>| -> Vec<String> {
             let by_label = matches!(r.sort, FacetSort::LabelAsc | FacetSort::LabelDesc);
             let mut keyed: Vec<(usize, Option<usize>, Option<String>, String)> = ids
                 .into_iter()
-                .map(|id| {
-                    let count = counts.get(&id).copied().unwrap_or(0);
+                .map(|(id, count)| {
                     let (ord, lab) = element_info(dim, &id);
                     let lab = by_label.then(|| lab.unwrap_or_else(|| id.clone()));
                     (count, ord, lab, id)
@@ -335,8 +334,11 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
                 order(
                     nodes
                         .iter()
-                        .map(|&e| set.elements[e as usize].id.clone())
-                        .filter(|id| counts.get(id).copied().unwrap_or(0) >= r.min_count)
+                        .map(|&e| {
+                            let id = &set.elements[e as usize].id;
+                            (id.clone(), counts.get(id).copied().unwrap_or(0))
+                        })
+                        .filter(|(_, n)| *n >= r.min_count)
                         .collect(),
                 )
             };
@@ -363,17 +365,18 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
             top
         } else {
             // element and range dimensions know every bucket (minCount 0 lists empty ones)
-            let candidates: Vec<String> = match &dim.kind {
-                DimensionKind::Numeric(spec) => spec.ranges.iter().map(|x| x.id.clone()).collect(),
+            let count = |id: &String| (id.clone(), counts.get(id).copied().unwrap_or(0));
+            let candidates: Vec<(String, usize)> = match &dim.kind {
+                DimensionKind::Numeric(spec) => spec.ranges.iter().map(|x| count(&x.id)).collect(),
                 kind => match kind.elements() {
-                    Some(set) => set.elements.iter().map(|e| e.id.clone()).collect(),
-                    None => counts.keys().cloned().collect(),
+                    Some(set) => set.elements.iter().map(|e| count(&e.id)).collect(),
+                    None => counts.iter().map(|(k, n)| (k.clone(), *n)).collect(),
                 },
             };
             let ids = order(
                 candidates
                     .into_iter()
-                    .filter(|k| counts.get(k).copied().unwrap_or(0) >= r.min_count)
+                    .filter(|(_, n)| *n >= r.min_count)
                     .collect(),
             );
             for id in &ids {
