@@ -1,6 +1,7 @@
-//! Counting a facet's buckets: per dimension type, from the postings (each key's
-//! documents intersected with the counted set) or from the counted documents' columns,
-//! whichever costs less for the set at hand (`way`).
+//! Counting a facet's buckets: per dimension type, from the postings (each key's,
+//! element's or numeric bucket's documents intersected with the counted set) or from
+//! the counted documents' columns (keyword and groupBy: their key columns), whichever
+//! costs less for the set at hand (`way`).
 
 use std::collections::HashMap;
 
@@ -63,7 +64,10 @@ fn bitset(set: &RoaringBitmap) -> Vec<u64> {
 /// `false` when `buf` is not in that form.
 fn decode_into(buf: &[u8], words: &mut [u64]) -> bool {
     const NO_RUN_COOKIE: u32 = 12346;
-    let u16_at = |at: usize| buf.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u16_at = |at: usize| {
+        buf.get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
     let u32_at = |at: usize| {
         buf.get(at..at + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -168,8 +172,9 @@ fn per_chunk<A: Send>(
 }
 
 /// Below this many counted documents per keyword key, bumping each counted document's
-/// keys (`key_counts`) is cheaper than intersecting every key's postings (a key's
-/// postings span up to 16 roaring containers; a document's keys are read in a few ns).
+/// key slots (`key_counts`) costs less than intersecting every key's postings with the
+/// counted set (a key's postings span up to 16 roaring containers; a document's keys
+/// are read and bumped in a few ns each).
 const DOCS_PER_KEY: usize = 64;
 
 pub(super) type Counts = FastMap<String, usize>;
@@ -211,14 +216,17 @@ fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
 }
 
 /// Bucket id → number of counted documents in it, for one dimension; and the smallest and
-/// largest numeric value among them.
+/// largest numeric value among them. With `keep` (only that many buckets with the
+/// largest counts will be shown), the buckets of a keyword or groupBy dimension counting
+/// less than the `keep`-th largest count may be left out.
 pub(super) fn bucket_counts(
     snap: &Snapshot,
     dim: &Dimension,
     di: usize,
     counted: &Counted,
+    keep: Option<usize>,
 ) -> (Counts, Option<(f64, f64)>) {
-    counts_by(snap, dim, di, counted, way(snap, dim, di, counted))
+    counts_by(snap, dim, di, counted, way(snap, dim, di, counted), keep)
 }
 
 /// `bucket_counts` the way given, where the dimension can be counted that way (otherwise
@@ -229,6 +237,7 @@ fn counts_by(
     di: usize,
     counted: &Counted,
     way: Way,
+    keep: Option<usize>,
 ) -> (Counts, Option<(f64, f64)>) {
     let mut counts = Counts::new();
     if counted.set.is_empty() {
@@ -281,17 +290,22 @@ fn counts_by(
             // (thousands of keys, a city's: intersected on both cores)
             let keys: Vec<(&[u8], &RoaringBitmap)> =
                 p.map.iter().map(|(k, b)| (&**k, &**b)).collect();
-            let found: Vec<(String, usize)> = keys
+            let mut found: Vec<(&[u8], u32)> = keys
                 .par_iter()
                 .filter_map(|(k, b)| {
-                    let n = b.intersection_len(&counted.set) as usize;
-                    (n > 0).then(|| (String::from_utf8_lossy(k).into_owned(), n))
+                    let n = b.intersection_len(&counted.set) as u32;
+                    (n > 0).then_some((*k, n))
                 })
                 .collect();
-            counts.extend(found);
+            keep_largest(&mut found, keep);
+            counts.extend(
+                found
+                    .into_iter()
+                    .map(|(k, n)| (String::from_utf8_lossy(k).into_owned(), n as usize)),
+            );
         }
         (DimensionKind::Keyword | DimensionKind::GroupBy, _) => {
-            key_counts(snap, di, counted, &mut counts)
+            key_counts(snap, di, counted, keep, &mut counts)
         }
         _ => {
             let mut by: HashMap<&str, usize> = HashMap::new();
@@ -322,8 +336,15 @@ fn counts_by(
 }
 
 /// Keyword and groupBy counts from the chunks' key columns, in parallel: each counted
-/// document bumps its keys' slots.
-fn key_counts(snap: &Snapshot, di: usize, counted: &Counted, counts: &mut Counts) {
+/// document bumps its keys' slots. With `keep` (only that many largest counts are
+/// shown), only the keys counting at least the `keep`-th largest count are returned.
+fn key_counts(
+    snap: &Snapshot,
+    di: usize,
+    counted: &Counted,
+    keep: Option<usize>,
+    counts: &mut Counts,
+) {
     let Some(numbers) = snap.key_numbers(di) else {
         return;
     };
@@ -340,13 +361,24 @@ fn key_counts(snap: &Snapshot, di: usize, counted: &Counted, counts: &mut Counts
         },
         Slots::add,
     );
-    let found = slots.found();
+    let mut found = slots.found();
+    keep_largest(&mut found, keep);
     let keys = numbers.keys(found.iter().map(|(k, _)| *k));
     counts.extend(
         keys.iter()
             .zip(&found)
             .map(|(key, (_, n))| (key.to_string(), *n as usize)),
     );
+}
+
+/// With `keep`, leaves out of `found` the keys counting less than the `keep`-th largest
+/// count: they will not be shown.
+fn keep_largest<K>(found: &mut Vec<(K, u32)>, keep: Option<usize>) {
+    if let Some(n) = keep.filter(|&n| n > 0 && n < found.len()) {
+        let mut by_count: Vec<u32> = found.iter().map(|(_, c)| *c).collect();
+        let (_, &mut nth, _) = by_count.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+        found.retain(|(_, c)| *c >= nth);
+    }
 }
 
 /// Counts per key number: an array, or a map when few of the numbers will be met.
@@ -390,10 +422,7 @@ impl Slots {
                 }
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
             }
-            (_, b) => b
-                .found()
-                .into_iter()
-                .for_each(|(k, n)| self.add_to(k, n)),
+            (_, b) => b.found().into_iter().for_each(|(k, n)| self.add_to(k, n)),
         }
         self
     }
@@ -811,6 +840,7 @@ mod tests {
             pick in prop::collection::vec(any::<bool>(), 80),
             one_tree_element in any::<bool>(),
             pad in prop_oneof![Just(0usize), 960usize..1030],
+            keep in 1usize..4,
         ) {
             if one_tree_element {
                 // every document at its only element, none read from a row
@@ -825,8 +855,21 @@ mod tests {
             for di in 0..snap.dims.len() {
                 let want = counted_from_rows(&snap, di, &chosen);
                 for way in [Way::Postings, Way::Documents] {
-                    let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way);
+                    let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, None);
                     prop_assert_eq!(&got, &want, "dimension {} {:?}", di, way);
+                }
+                // keeping the `keep` largest: every bucket counting at least the
+                // keep-th largest count, none below it
+                let mut largest: Vec<usize> = want.0.values().copied().collect();
+                largest.sort_unstable_by(|a, b| b.cmp(a));
+                for way in [Way::Postings, Way::Documents] {
+                let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, Some(keep));
+                for (id, n) in &want.0 {
+                    let shown = largest.get(keep - 1).is_none_or(|nth| n >= nth);
+                    prop_assert!(!shown || got.0.get(id) == Some(n), "dimension {} {} kept", di, id);
+                    let keyword = matches!(snap.dims.dims[di].kind, DimensionKind::Keyword);
+                    prop_assert!(shown || !keyword || !got.0.contains_key(id), "dimension {} {} left out", di, id);
+                }
                 }
             }
         }

@@ -243,11 +243,16 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
     let counted: Vec<(Counts, Option<(f64, f64)>)> = reqs
         .par_iter()
         .map(|r| {
+            // (showing the topN largest counts, the smaller ones need no key)
+            let keep = r
+                .top_n
+                .filter(|_| r.sort == FacetSort::CountDesc && r.data_ids.is_none());
             bucket_counts(
                 snap,
                 &snap.dims.dims[r.dim],
                 r.dim,
                 counted_of(r.count_total),
+                keep,
             )
         })
         .collect();
@@ -412,8 +417,8 @@ pub fn compute_drill_down(snap: &Snapshot, matched: &Matched, reqs: &[DrillDown]
         reqs.iter()
             .map(|d| {
                 let dim = &snap.dims.dims[d.dim];
-                let (exact, _) = bucket_counts(snap, dim, d.dim, &exact_docs);
-                let (fuzzy, _) = bucket_counts(snap, dim, d.dim, &fuzzy_docs);
+                let (exact, _) = bucket_counts(snap, dim, d.dim, &exact_docs, None);
+                let (fuzzy, _) = bucket_counts(snap, dim, d.dim, &fuzzy_docs, None);
                 let ids: Vec<String> = match &d.ids {
                     Some(ids) => ids.clone(),
                     None => {
