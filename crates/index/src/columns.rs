@@ -12,6 +12,7 @@ use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 
 use crate::geo::GeoPoint;
 use crate::keys::KeyCol;
+use crate::ranges::RangeTable;
 use crate::Doc;
 
 pub(crate) enum Col {
@@ -52,6 +53,47 @@ pub(crate) enum Col {
     },
 }
 
+/// A numeric column's documents by segment of the dimension's facet ranges' bounds
+/// (`RangeTable`): a facet counts a document by its segment without searching the
+/// bounds, and a chunk whose documents are all counted by its histogram.
+pub(crate) struct SegmentCol {
+    /// Per document, its segment (`NO_SEGMENT`: no value, or several).
+    pub(crate) segment: Box<[u8]>,
+    /// Per segment, how many of the chunk's documents with one value lie in it.
+    pub(crate) histogram: Box<[u32]>,
+}
+
+pub(crate) const NO_SEGMENT: u8 = u8::MAX;
+
+impl SegmentCol {
+    /// `None` when the column is not numeric or the ranges cut the line into more
+    /// segments than a byte numbers.
+    pub(crate) fn build(col: &Col, table: &RangeTable) -> Option<SegmentCol> {
+        let Col::Num { v, multi, .. } = col else {
+            return None;
+        };
+        if table.segments() >= NO_SEGMENT as usize {
+            return None;
+        }
+        let mut histogram = vec![0u32; table.segments()];
+        let segment = v
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| match table.segment(x) {
+                Some(s) if !bit(multi, i) => {
+                    histogram[s] += 1;
+                    s as u8
+                }
+                _ => NO_SEGMENT,
+            })
+            .collect();
+        Some(SegmentCol {
+            segment,
+            histogram: histogram.into(),
+        })
+    }
+}
+
 pub(crate) const NO_ELEMENT: u32 = u32::MAX;
 pub(crate) const NOT_A_PATH: u32 = u32::MAX - 1;
 
@@ -82,6 +124,11 @@ pub(crate) struct ChunkCols {
     /// Keyword and groupBy dimensions' key numbers, built when a facet first asks
     /// (`Snapshot::key_col`).
     pub(crate) keys: Box<[OnceLock<KeyCol>]>,
+    /// Numeric dimensions' facet range segments, built when a facet first asks
+    /// (`Snapshot::segment_col`).
+    pub(crate) segments: Box<[OnceLock<Option<SegmentCol>>]>,
+    /// How many documents the chunk holds.
+    pub(crate) live: u32,
     /// Each document's `Doc::id_key` (0 for an empty slot): ordering ties between
     /// results read these instead of every row.
     id_keys: Box<[u64]>,
@@ -245,6 +292,8 @@ impl ChunkCols {
         let min_id_key = docs.iter().flatten().map(|d| d.id_key).min();
         ChunkCols {
             keys: dims.dims.iter().map(|_| OnceLock::new()).collect(),
+            segments: dims.dims.iter().map(|_| OnceLock::new()).collect(),
+            live: docs.iter().flatten().count() as u32,
             dims: cols,
             id_keys,
             min_id_key: min_id_key.unwrap_or(u64::MAX),

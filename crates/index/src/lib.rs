@@ -30,8 +30,9 @@ pub use sort::{sort_hits, SortKey};
 
 use std::sync::{Arc, OnceLock};
 
-use columns::ChunkCols;
+use columns::{ChunkCols, SegmentCol};
 use keys::{KeyCol, KeyNumbers};
+use ranges::RangeTable;
 
 /// Hash maps on the apply path (ids, terms, postings keys): hashbrown with its default
 /// foldhash hasher, randomly seeded per process, several times cheaper per lookup than
@@ -237,6 +238,22 @@ impl Snapshot {
     /// The key numbers of keyword or groupBy dimension `di`.
     pub(crate) fn key_numbers(&self, di: usize) -> Option<&KeyNumbers> {
         self.keys.get(di)?.as_deref()
+    }
+
+    /// Chunk `c`'s facet range segments of numeric dimension `di`, whose ranges make
+    /// `table` (built on first use; `None` for another dimension, see `SegmentCol`).
+    pub(crate) fn segment_col(
+        &self,
+        c: usize,
+        di: usize,
+        table: &RangeTable,
+    ) -> Option<&SegmentCol> {
+        let cols = self.chunk_cols(c)?;
+        let col = cols.col(di)?;
+        cols.segments
+            .get(di)?
+            .get_or_init(|| SegmentCol::build(col, table))
+            .as_ref()
     }
 
     /// Chunk `c`'s key column of keyword or groupBy dimension `di` (built on first use).

@@ -12,9 +12,6 @@ pub(crate) struct RangeTable {
     /// Per segment (the stretch below `bounds[0]`, `bounds[0]`, the stretch between
     /// `bounds[0]` and `bounds[1]`, …, the stretch above the last), the ranges holding it.
     members: Vec<Vec<usize>>,
-    /// Per segment, the first segment of the stretch of consecutive segments held by the
-    /// same ranges as it: values anywhere in one stretch count alike.
-    stretch: Vec<usize>,
 }
 
 impl RangeTable {
@@ -49,25 +46,8 @@ impl RangeTable {
                     .collect(),
                 None => Vec::new(),
             })
-            .collect::<Vec<Vec<usize>>>();
-        // (a segment holding no double joins the stretch before it)
-        let mut stretch: Vec<usize> = Vec::with_capacity(members.len());
-        let mut last: Option<usize> = None;
-        for s in 0..members.len() {
-            let start = match last {
-                Some(l) if samples[s].is_none() || members[s] == members[l] => stretch[l],
-                _ => s,
-            };
-            stretch.push(start);
-            if samples[s].is_some() {
-                last = Some(s);
-            }
-        }
-        RangeTable {
-            bounds,
-            members,
-            stretch,
-        }
+            .collect();
+        RangeTable { bounds, members }
     }
 
     pub(crate) fn segments(&self) -> usize {
@@ -86,12 +66,6 @@ impl RangeTable {
         } else {
             2 * p
         })
-    }
-
-    /// Whether every value from segment `a` to segment `b` (`a <= b`) lies in the same
-    /// ranges: a numeric bucket spanning them counts whole in either.
-    pub(crate) fn same_ranges(&self, a: usize, b: usize) -> bool {
-        self.stretch[a] == self.stretch[b]
     }
 
     /// The ranges holding every value of segment `s`.
@@ -138,33 +112,6 @@ mod tests {
                 prop_assert_eq!(got, want, "x = {}", x);
             }
             prop_assert!(table.segment(f64::NAN).is_none());
-        }
-
-        /// Two values whose segments are in one stretch of `same_ranges` have every value
-        /// between them in the same ranges as they are; two that are not differ somewhere
-        /// in between.
-        #[test]
-        fn same_ranges_spans_values_held_alike(
-            ranges in prop::collection::vec(interval(), 0..8),
-            a in (-28i32..28),
-            b in (-28i32..28),
-        ) {
-            let table = RangeTable::new(ranges.iter());
-            let (a, b) = (a.min(b) as f64 / 4.0, a.max(b) as f64 / 4.0);
-            let held = |x: f64| -> Vec<usize> {
-                (0..ranges.len()).filter(|&i| ranges[i].contains(x)).collect()
-            };
-            // every bound is a whole number or next to one: quarters and the doubles next
-            // to every whole number visit every segment between a and b
-            let mut between = vec![a, b];
-            let mut x = a;
-            while x <= b {
-                between.extend([x, x.next_up(), x.next_down()].into_iter().filter(|y| (a..=b).contains(y)));
-                x += 0.25;
-            }
-            let alike = between.iter().all(|&x| held(x) == held(a));
-            let (sa, sb) = (table.segment(a).unwrap(), table.segment(b).unwrap());
-            prop_assert_eq!(table.same_ranges(sa, sb), alike, "{} .. {}", a, b);
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Counting a facet's buckets: per dimension type, from the postings (each key's,
-//! element's or numeric bucket's documents intersected with the counted set) or from
-//! the counted documents' columns (keyword and groupBy: their key columns), whichever
-//! costs less for the set at hand (`way`).
+//! Counting a facet's buckets: per dimension type, from the postings (each key's or
+//! element's documents intersected with the counted set) or from the counted
+//! documents' columns (keyword and groupBy: their key columns; numeric: their range
+//! segments), whichever costs less for the set at hand (`way`).
 
 use std::collections::HashMap;
 
@@ -9,7 +9,7 @@ use discern_dimensions::{Dimension, DimensionKind, IndexedValue};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
-use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT};
+use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT, NO_SEGMENT};
 use crate::postings::DimPostings;
 use crate::ranges::RangeTable;
 use crate::{FastMap, Snapshot};
@@ -144,13 +144,13 @@ impl Iterator for Positions<'_> {
 }
 
 /// Counts the documents of `counted` chunk by chunk, in parallel tasks of whole chunks:
-/// `each` gets a task's accumulator (made by `new`), a chunk and the positions of the
-/// chunk's counted documents in it; the tasks' accumulators are then `add`ed up.
+/// `each` gets a task's accumulator (made by `new`), a chunk and the chunk's counted
+/// documents (`Counted::chunk_words`); the tasks' accumulators are then `add`ed up.
 fn per_chunk<A: Send>(
     snap: &Snapshot,
     counted: &Counted,
     new: impl Fn() -> A + Sync + Send,
-    each: impl Fn(&mut A, usize, Positions) + Sync + Send,
+    each: impl Fn(&mut A, usize, &[u64]) + Sync + Send,
     add: impl Fn(A, A) -> A + Sync + Send,
 ) -> A {
     const CHUNKS_PER_TASK: usize = 32;
@@ -163,7 +163,7 @@ fn per_chunk<A: Send>(
             for c in first..(first + CHUNKS_PER_TASK).min(chunks) {
                 let words = counted.chunk_words(c);
                 if words.iter().any(|&w| w != 0) {
-                    each(&mut acc, c, Positions::of(words));
+                    each(&mut acc, c, words);
                 }
             }
             acc
@@ -182,8 +182,8 @@ pub(super) type Counts = FastMap<String, usize>;
 /// How a facet reaches its counts.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Way {
-    /// Each key's (element's, numeric bucket's) postings intersected with the counted
-    /// set: the cost follows the dimension's postings, whatever the counted set.
+    /// Each key's (element's) postings intersected with the counted set: the cost
+    /// follows the dimension's postings, whatever the counted set.
     Postings,
     /// Each counted document's value read from the columns (or its row): the cost
     /// follows the counted documents.
@@ -192,8 +192,8 @@ enum Way {
 
 /// A counted set holding fewer than one in this many live documents is held in roaring
 /// array containers, and intersecting it with a key's postings merges the whole array
-/// once per key: over thousands of keys (numeric buckets, cities) that costs more than
-/// reading the counted documents' values.
+/// once per key: over thousands of keys (cities) that costs more than reading the
+/// counted documents' keys.
 const SPARSE: u64 = 16;
 
 /// The cheaper way to count `counted` in dimension `di`.
@@ -201,8 +201,6 @@ fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
     let sparse = (counted.len() as u64) * SPARSE < snap.live_docs().len();
     match (&dim.kind, snap.postings(di)) {
         (_, None) => Way::Documents,
-        (DimensionKind::Numeric(_), _) if sparse => Way::Documents,
-        (DimensionKind::Numeric(_), _) => Way::Postings,
         // per counted document when they outnumber the elements, else per element
         (DimensionKind::Tree(set), _) if counted.len() >= set.elements.len() => Way::Documents,
         (kind, _) if kind.elements().is_some() => Way::Postings,
@@ -215,18 +213,27 @@ fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
     }
 }
 
+/// What of a facet's counts will be shown.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Shown {
+    /// Only this many buckets, those with the largest counts: a keyword or groupBy
+    /// dimension's buckets counting less than the `largest`-th largest count may be
+    /// left out.
+    pub(super) largest: Option<usize>,
+    /// A numeric dimension's bounds (without, they are `None`).
+    pub(super) bounds: bool,
+}
+
 /// Bucket id → number of counted documents in it, for one dimension; and the smallest and
-/// largest numeric value among them. With `keep` (only that many buckets with the
-/// largest counts will be shown), the buckets of a keyword or groupBy dimension counting
-/// less than the `keep`-th largest count may be left out.
+/// largest numeric value among them.
 pub(super) fn bucket_counts(
     snap: &Snapshot,
     dim: &Dimension,
     di: usize,
     counted: &Counted,
-    keep: Option<usize>,
+    shown: Shown,
 ) -> (Counts, Option<(f64, f64)>) {
-    counts_by(snap, dim, di, counted, way(snap, dim, di, counted), keep)
+    counts_by(snap, dim, di, counted, way(snap, dim, di, counted), shown)
 }
 
 /// `bucket_counts` the way given, where the dimension can be counted that way (otherwise
@@ -237,15 +244,18 @@ fn counts_by(
     di: usize,
     counted: &Counted,
     way: Way,
-    keep: Option<usize>,
+    shown: Shown,
 ) -> (Counts, Option<(f64, f64)>) {
+    let keep = shown.largest;
     let mut counts = Counts::new();
     if counted.set.is_empty() {
         return (counts, None);
     }
     let by_postings = way == Way::Postings;
     match (&dim.kind, snap.postings(di)) {
-        (DimensionKind::Numeric(spec), _) => return numeric_counts(snap, spec, di, counted, way),
+        (DimensionKind::Numeric(spec), _) => {
+            return numeric_counts(snap, spec, di, counted, shown.bounds)
+        }
         (DimensionKind::Tree(set), Some(_)) if !by_postings => {
             tree_counts_by_path(snap, set, di, counted, &mut counts)
         }
@@ -354,9 +364,9 @@ fn key_counts(
         snap,
         counted,
         || Slots::new(sparse),
-        |slots, c, docs| {
+        |slots, c, words| {
             if let Some(col) = snap.key_col(c, di) {
-                docs.for_each(|i| col.keys(i).iter().for_each(|&k| slots.bump(k)));
+                Positions::of(words).for_each(|i| col.keys(i).iter().for_each(|&k| slots.bump(k)));
             }
         },
         Slots::add,
@@ -439,31 +449,20 @@ impl Slots {
     }
 }
 
-/// Range buckets and bounds of a numeric dimension. A document with one value counts in
-/// its segment of the ranges' bounds (`RangeTable`), rolled up to the ranges at the end;
-/// one with several is read from its row. Counted `Way::Postings`, the buckets of the
-/// numeric postings that hold values of one stretch of segments are counted whole
-/// (`whole_buckets`); the documents left are read from the chunks' columns.
+/// Range buckets and bounds of a numeric dimension, from the counted documents: one with
+/// one value counts in its segment of the ranges' bounds (`RangeTable`, the chunk's
+/// `SegmentCol`), rolled up to the ranges at the end; a chunk whose documents are all
+/// counted adds its segments' histogram and its span; a document with several values is
+/// read from its row. (Intersecting the numeric postings' buckets instead cost more
+/// even for a million documents: every bucket a bound cuts is read one by one.)
 fn numeric_counts(
     snap: &Snapshot,
     spec: &discern_dimensions::NumericSpec,
     di: usize,
     counted: &Counted,
-    way: Way,
+    bounds: bool,
 ) -> (Counts, Option<(f64, f64)>) {
     let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
-    let whole = match way {
-        Way::Postings => whole_buckets(snap, &table, di, counted),
-        Way::Documents => None,
-    };
-    let left;
-    let (whole, read) = match whole {
-        Some((per_segment, docs)) => {
-            left = Counted::of(docs);
-            (Some(per_segment), &left)
-        }
-        None => (None, counted),
-    };
     let ranges = spec.ranges.len();
     // (per segment, per range for documents with several values, lo, hi)
     type Part = (Vec<usize>, Vec<usize>, f64, f64);
@@ -475,35 +474,73 @@ fn numeric_counts(
             f64::NEG_INFINITY,
         )
     };
-    let (mut per_segment, mut per_range, lo, hi) = per_chunk(
+    let (per_segment, mut per_range, lo, hi) = per_chunk(
         snap,
-        read,
+        counted,
         empty,
-        |(seg, multi, lo, hi), c, docs| {
-            let column = match snap.chunk_cols(c).and_then(|cc| cc.col(di)) {
-                Some(Col::Num { v, multi, .. }) => Some((v, multi)),
+        |(seg, multi, lo, hi), c, words| {
+            let Some(cols) = snap.chunk_cols(c) else {
+                return;
+            };
+            let column = match cols.col(di) {
+                Some(Col::Num { v, multi, lo, hi }) => Some((v, multi, *lo, *hi)),
                 _ => None,
             };
+            let segments = snap.segment_col(c, di, &table);
             let mut xs: Vec<f64> = Vec::new();
-            for i in docs {
-                match column {
-                    Some((v, m)) if !bit(m, i) => {
-                        let x = v[i];
-                        if x.is_nan() {
-                            continue; // no value
-                        }
-                        *lo = lo.min(x);
-                        *hi = hi.max(x);
-                        if let Some(s) = table.segment(x) {
-                            seg[s] += 1;
-                        }
-                        continue;
-                    }
-                    _ => {}
-                }
-                // several values (or no column): from the row
+            let mut row = |i: usize, multi: &mut Vec<usize>, lo: &mut f64, hi: &mut f64| {
                 let d = (c * crate::CHUNK + i) as u32;
                 count_row(snap, spec, di, d, &mut xs, multi, (lo, hi));
+            };
+            match (column, segments) {
+                // every document of the chunk: its histogram and span, and its documents
+                // with several values
+                (Some((_, m, clo, chi)), Some(sc))
+                    if words.iter().map(|w| w.count_ones()).sum::<u32>() == cols.live =>
+                {
+                    seg.iter_mut()
+                        .zip(&sc.histogram)
+                        .for_each(|(x, y)| *x += *y as usize);
+                    if bounds && !clo.is_nan() {
+                        *lo = lo.min(clo);
+                        *hi = hi.max(chi);
+                    }
+                    Positions::of(m).for_each(|i| row(i, multi, lo, hi));
+                }
+                (Some((v, m, ..)), Some(sc)) => {
+                    for i in Positions::of(words) {
+                        match sc.segment[i] {
+                            NO_SEGMENT if bit(m, i) => row(i, multi, lo, hi),
+                            NO_SEGMENT => {} // no value
+                            s => {
+                                seg[s as usize] += 1;
+                                if bounds {
+                                    *lo = lo.min(v[i]);
+                                    *hi = hi.max(v[i]);
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    for i in Positions::of(words) {
+                        match column {
+                            Some((v, m, ..)) if !bit(m, i) => {
+                                let x = v[i];
+                                if x.is_nan() {
+                                    continue; // no value
+                                }
+                                *lo = lo.min(x);
+                                *hi = hi.max(x);
+                                if let Some(s) = table.segment(x) {
+                                    seg[s] += 1;
+                                }
+                            }
+                            // several values (or no column): from the row
+                            _ => row(i, multi, lo, hi),
+                        }
+                    }
+                }
             }
         },
         |mut a, b| {
@@ -512,11 +549,8 @@ fn numeric_counts(
             (a.0, a.1, a.2.min(b.2), a.3.max(b.3))
         },
     );
-    if let Some(whole) = whole {
-        per_segment.iter_mut().zip(whole).for_each(|(x, y)| *x += y);
-    }
     let counts = range_counts(spec, &table, per_segment, &mut per_range);
-    (counts, (lo <= hi).then_some((lo, hi)))
+    (counts, (bounds && lo <= hi).then_some((lo, hi)))
 }
 
 /// A document whose values are read from its row (several, or no column): counted once
@@ -572,57 +606,6 @@ fn range_counts(
         .collect()
 }
 
-/// Per segment, the counted documents of the numeric postings' buckets whose values all
-/// lie in one stretch of segments (`RangeTable::same_ranges`), each bucket counted by
-/// one intersection; and the counted documents left to read one by one: those of the
-/// buckets a bound cuts, of the first and last buckets (they hold the bounds) and with
-/// several values. `None` when a chunk has no column for the dimension.
-fn whole_buckets(
-    snap: &Snapshot,
-    table: &RangeTable,
-    di: usize,
-    counted: &Counted,
-) -> Option<(Vec<usize>, RoaringBitmap)> {
-    let post = snap.postings(di)?;
-    // the documents with several values, from the columns
-    let mut multi = RoaringBitmap::new();
-    for c in 0..snap.chunks().len() {
-        let Some(Col::Num { multi: bits, .. }) = snap.chunk_cols(c)?.col(di) else {
-            return None;
-        };
-        let base = (c * crate::CHUNK) as u32;
-        for (w, &word) in bits.iter().enumerate() {
-            let mut word = word;
-            while word != 0 {
-                let b = word.trailing_zeros();
-                multi.insert(base + (w as u32) * 64 + b);
-                word &= word - 1;
-            }
-        }
-    }
-    let mut left = &multi & &counted.set;
-    let single = &counted.set - &left;
-    let mut seg = vec![0usize; table.segments()];
-    let held: Vec<(&[u8], &RoaringBitmap, usize)> = post
-        .map
-        .iter()
-        .filter_map(|(key, docs)| {
-            let n = docs.intersection_len(&single) as usize;
-            (n > 0).then_some((&**key, &**docs, n))
-        })
-        .collect();
-    for (b, &(key, docs, n)) in held.iter().enumerate() {
-        let whole = crate::exact::bucket_extremes(key)
-            .and_then(|(a, b)| Some((table.segment(a)?, table.segment(b)?)))
-            .filter(|(sa, sb)| table.same_ranges(*sa, *sb));
-        match whole {
-            Some((s, _)) if b != 0 && b != held.len() - 1 => seg[s] += n,
-            _ => left |= docs & &single,
-        }
-    }
-    Some((seg, left))
-}
-
 /// Tree counts from the columns: a document whose elements lie on one path counts at
 /// the deepest of them, rolled up to its ancestors once all are counted; any other is
 /// read from its row.
@@ -640,9 +623,9 @@ fn tree_counts_by_path(
         snap,
         counted,
         || (vec![0usize; n], vec![0usize; n], vec![u32::MAX; n]),
-        |(at, spread, stamp), c, docs| {
+        |(at, spread, stamp), c, words| {
             let cols = snap.chunk_cols(c);
-            for i in docs {
+            for i in Positions::of(words) {
                 let deepest = cols.map_or(NOT_A_PATH, |cc| cc.deepest(di, i));
                 if deepest == NO_ELEMENT {
                     continue;
@@ -841,29 +824,39 @@ mod tests {
             one_tree_element in any::<bool>(),
             pad in prop_oneof![Just(0usize), 960usize..1030],
             keep in 1usize..4,
+            every in any::<bool>(),
         ) {
             if one_tree_element {
                 // every document at its only element, none read from a row
                 docs.iter_mut().for_each(|d| d.1.truncate(1));
             }
             let snap = snapshot_after(pad, &docs);
-            let chosen: Vec<u32> = (0..docs.len() as u32)
-                .filter(|&d| pick[d as usize])
-                .map(|d| d + pad as u32)
-                .collect();
+            // (every document: whole chunks are counted by their histograms)
+            let chosen: Vec<u32> = match every {
+                true => (0..(pad + docs.len()) as u32).collect(),
+                false => (0..docs.len() as u32)
+                    .filter(|&d| pick[d as usize])
+                    .map(|d| d + pad as u32)
+                    .collect(),
+            };
             let counted = Counted::of(chosen.iter().copied().collect());
             for di in 0..snap.dims.len() {
                 let want = counted_from_rows(&snap, di, &chosen);
                 for way in [Way::Postings, Way::Documents] {
-                    let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, None);
+                    let all = Shown { largest: None, bounds: true };
+                    let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, all);
                     prop_assert_eq!(&got, &want, "dimension {} {:?}", di, way);
+                    let unbounded = Shown { largest: None, bounds: false };
+                    let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, unbounded);
+                    prop_assert_eq!(&got, &(want.0.clone(), None), "dimension {} {:?}", di, way);
                 }
                 // keeping the `keep` largest: every bucket counting at least the
                 // keep-th largest count, none below it
                 let mut largest: Vec<usize> = want.0.values().copied().collect();
                 largest.sort_unstable_by(|a, b| b.cmp(a));
                 for way in [Way::Postings, Way::Documents] {
-                let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, Some(keep));
+                let top = Shown { largest: Some(keep), bounds: true };
+                let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, top);
                 for (id, n) in &want.0 {
                     let shown = largest.get(keep - 1).is_none_or(|nth| n >= nth);
                     prop_assert!(!shown || got.0.get(id) == Some(n), "dimension {} {} kept", di, id);

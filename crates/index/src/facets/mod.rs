@@ -14,7 +14,7 @@ use crate::Snapshot;
 
 mod count;
 
-use count::{bucket_counts, Counted, Counts};
+use count::{bucket_counts, Counted, Counts, Shown};
 
 #[derive(Clone, Copy, PartialEq)]
 enum FacetSort {
@@ -189,6 +189,11 @@ pub fn parse_drill_down(v: &J, dims: &Dimensions) -> Result<Vec<DrillDown>> {
         .collect()
 }
 
+/// A numeric dimension without ranges: its facet shows only its bounds.
+fn numeric_plain(dim: &Dimension) -> bool {
+    matches!(&dim.kind, DimensionKind::Numeric(s) if s.ranges.is_empty())
+}
+
 /// Element order and labels of a bucket id.
 fn element_info(dim: &Dimension, id: &str) -> (Option<usize>, Option<String>) {
     match &dim.kind {
@@ -243,17 +248,14 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
     let counted: Vec<(Counts, Option<(f64, f64)>)> = reqs
         .par_iter()
         .map(|r| {
-            // (showing the topN largest counts, the smaller ones need no key)
-            let keep = r
-                .top_n
-                .filter(|_| r.sort == FacetSort::CountDesc && r.data_ids.is_none());
-            bucket_counts(
-                snap,
-                &snap.dims.dims[r.dim],
-                r.dim,
-                counted_of(r.count_total),
-                keep,
-            )
+            let dim = &snap.dims.dims[r.dim];
+            let shown = Shown {
+                largest: r
+                    .top_n
+                    .filter(|_| r.sort == FacetSort::CountDesc && r.data_ids.is_none()),
+                bounds: r.include_bounds || numeric_plain(dim),
+            };
+            bucket_counts(snap, dim, r.dim, counted_of(r.count_total), shown)
         })
         .collect();
     let mut out = Map::new();
@@ -394,7 +396,7 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
         };
         facet.insert("childIds".into(), json!(child_ids));
         facet.insert("data".into(), J::Object(data));
-        let numeric_plain = matches!(&dim.kind, DimensionKind::Numeric(s) if s.ranges.is_empty());
+        let numeric_plain = numeric_plain(dim);
         if r.include_bounds || numeric_plain {
             if let Some((lo, hi)) = *bounds {
                 facet.insert(
@@ -417,8 +419,8 @@ pub fn compute_drill_down(snap: &Snapshot, matched: &Matched, reqs: &[DrillDown]
         reqs.iter()
             .map(|d| {
                 let dim = &snap.dims.dims[d.dim];
-                let (exact, _) = bucket_counts(snap, dim, d.dim, &exact_docs, None);
-                let (fuzzy, _) = bucket_counts(snap, dim, d.dim, &fuzzy_docs, None);
+                let (exact, _) = bucket_counts(snap, dim, d.dim, &exact_docs, Shown::default());
+                let (fuzzy, _) = bucket_counts(snap, dim, d.dim, &fuzzy_docs, Shown::default());
                 let ids: Vec<String> = match &d.ids {
                     Some(ids) => ids.clone(),
                     None => {
