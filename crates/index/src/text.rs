@@ -1,7 +1,7 @@
 //! Text criteria (SPEC §7.2 text): BM25 over the selected fields (k1 = 1.2, b = 0.75,
 //! b = 0 when field length is ignored, idf = 1 when IDF is ignored), graded exactness.
 
-use std::ops::{Bound, Range};
+use std::ops::Range;
 
 use discern_dimensions::{IndexedValue, TextSpec};
 use discern_model::Result;
@@ -10,6 +10,7 @@ use serde_json::{Map, Value as J};
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
+use crate::bits::Positions;
 use crate::columns::ChunkCols;
 use crate::postings::{text_key, text_level_key, MAX_LEVEL};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
@@ -126,28 +127,8 @@ pub(crate) struct DocRank {
 
 impl DocRank {
     pub(crate) fn new(set: &RoaringBitmap) -> DocRank {
-        let n_words = set.max().map_or(0, |m| m as usize / 64 + 1);
-        let mut words = vec![0u64; n_words];
-        // 2^16 documents (one roaring container) per task
-        words
-            .par_chunks_mut(1024)
-            .enumerate()
-            .for_each(|(part, words)| {
-                let lo = (part * 1024 * 64) as u32;
-                let hi = lo as u64 + (words.len() * 64) as u64;
-                let range = (
-                    Bound::Included(lo),
-                    match u32::try_from(hi) {
-                        Ok(hi) => Bound::Excluded(hi),
-                        Err(_) => Bound::Unbounded,
-                    },
-                );
-                for d in set.range(range) {
-                    let d = (d - lo) as usize;
-                    words[d / 64] |= 1 << (d % 64);
-                }
-            });
-        let mut before = Vec::with_capacity(n_words);
+        let words = crate::bits::words_of(set);
+        let mut before = Vec::with_capacity(words.len());
         let mut count = 0u32;
         for w in &words {
             before.push(count);
@@ -187,20 +168,11 @@ impl DocRank {
     /// The members in `docs`, ascending.
     pub(crate) fn iter_range(&self, docs: Range<u32>) -> impl Iterator<Item = u32> + '_ {
         let (start, end) = (docs.start, docs.end);
-        let first = start as usize / 64;
-        let last = (end as usize).div_ceil(64).min(self.words.len());
-        (first..last).flat_map(move |w| {
-            let mut word = self.words[w];
-            std::iter::from_fn(move || {
-                if word == 0 {
-                    return None;
-                }
-                let bit = word.trailing_zeros();
-                word &= word - 1;
-                Some((w * 64) as u32 + bit)
-            })
+        let first = (start as usize / 64).min(self.words.len());
+        let last = (end as usize).div_ceil(64).clamp(first, self.words.len());
+        Positions::of(&self.words[first..last])
+            .map(move |i| (first * 64 + i) as u32)
             .filter(move |&d| d >= start && d < end)
-        })
     }
 
     /// Doc-number bounds splitting the members into about `parts` ranges of similar

@@ -9,6 +9,7 @@ use discern_dimensions::{Dimension, DimensionKind, IndexedValue};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
+use crate::bits::{words_of, Positions};
 use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT, NO_SEGMENT};
 use crate::postings::DimPostings;
 use crate::ranges::RangeTable;
@@ -36,110 +37,10 @@ impl Counted {
 
     /// The documents of chunk `c` (`CHUNK / 64` words; fewer or none past the last).
     fn chunk_words(&self, c: usize) -> &[u64] {
-        let words = self.words.get_or_init(|| bitset(&self.set));
+        let words = self.words.get_or_init(|| words_of(&self.set));
         const PER_CHUNK: usize = crate::CHUNK / 64;
         let from = (c * PER_CHUNK).min(words.len());
         &words[from..(from + PER_CHUNK).min(words.len())]
-    }
-}
-
-/// `set` as a bitset (bit `d` of word `d / 64`), decoded from roaring's portable
-/// serialization (the format of the Roaring specification: a bitmap container's 1,024
-/// words are copied, not iterated bit by bit; an array container's values are set one
-/// by one). Anything else than that format falls back to iterating the set.
-fn bitset(set: &RoaringBitmap) -> Vec<u64> {
-    let max = set.max().map_or(0, |m| m as usize + 1);
-    let mut words = vec![0u64; max.div_ceil(64)];
-    let mut buf = Vec::with_capacity(set.serialized_size());
-    if set.serialize_into(&mut buf).is_err() || !decode_into(&buf, &mut words) {
-        words.iter_mut().for_each(|w| *w = 0);
-        for d in set {
-            words[d as usize / 64] |= 1 << (d % 64);
-        }
-    }
-    words
-}
-
-/// Sets the members of a serialized roaring bitmap (without run containers) in `words`;
-/// `false` when `buf` is not in that form.
-fn decode_into(buf: &[u8], words: &mut [u64]) -> bool {
-    const NO_RUN_COOKIE: u32 = 12346;
-    let u16_at = |at: usize| {
-        buf.get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = |at: usize| {
-        buf.get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    if u32_at(0) != Some(NO_RUN_COOKIE) {
-        return false;
-    }
-    let Some(n) = u32_at(4).map(|n| n as usize) else {
-        return false;
-    };
-    let mut at = 8 + 8 * n; // past the keys, cardinalities and offsets
-    for k in 0..n {
-        let (Some(key), Some(card)) = (u16_at(8 + 4 * k), u16_at(10 + 4 * k)) else {
-            return false;
-        };
-        let (base, card) = (key as usize * 1024, card as usize + 1);
-        if card > 4096 {
-            let Some(bytes) = buf.get(at..at + 8192) else {
-                return false;
-            };
-            for (w, b) in bytes.chunks_exact(8).enumerate() {
-                if let Some(x) = words.get_mut(base + w) {
-                    *x = u64::from_le_bytes(b.try_into().unwrap_or_default());
-                }
-            }
-            at += 8192;
-        } else {
-            let Some(values) = buf.get(at..at + 2 * card) else {
-                return false;
-            };
-            for v in values.chunks_exact(2) {
-                let v = u16::from_le_bytes([v[0], v[1]]) as usize;
-                match words.get_mut(base + v / 64) {
-                    Some(x) => *x |= 1 << (v % 64),
-                    None => return false,
-                }
-            }
-            at += 2 * card;
-        }
-    }
-    at == buf.len()
-}
-
-/// The positions of the set bits of a chunk's words, ascending.
-struct Positions<'a> {
-    words: &'a [u64],
-    w: usize,
-    cur: u64,
-}
-
-impl<'a> Positions<'a> {
-    fn of(words: &'a [u64]) -> Positions<'a> {
-        Positions {
-            words,
-            w: 0,
-            cur: words.first().copied().unwrap_or(0),
-        }
-    }
-}
-
-impl Iterator for Positions<'_> {
-    type Item = usize;
-
-    #[inline]
-    fn next(&mut self) -> Option<usize> {
-        while self.cur == 0 {
-            self.w += 1;
-            self.cur = *self.words.get(self.w)?;
-        }
-        let b = self.cur.trailing_zeros() as usize;
-        self.cur &= self.cur - 1;
-        Some(self.w * 64 + b)
     }
 }
 
@@ -865,49 +766,6 @@ mod tests {
                 }
                 }
             }
-        }
-
-        /// A counted set's bitset holds exactly its members, decoded from the
-        /// serialization (not the fallback) whether its containers are arrays or
-        /// bitmaps, including bitmaps thinned by removals to 4,096 members or fewer.
-        #[test]
-        fn a_bitset_holds_the_set(
-            runs in prop::collection::vec((0u32..300_000, 0u32..9_000), 0..6),
-            singles in prop::collection::vec(0u32..300_000, 0..100),
-            removed in prop::collection::vec((0u32..300_000, 0u32..6_000), 0..4),
-        ) {
-            let mut set = RoaringBitmap::new();
-            for (start, len) in runs {
-                set.insert_range(start..start + len);
-            }
-            singles.iter().for_each(|&d| {
-                set.insert(d);
-            });
-            for (start, len) in removed {
-                set.remove_range(start..start + len);
-            }
-            let mut buf = Vec::new();
-            set.serialize_into(&mut buf).unwrap();
-            let mut words = vec![0u64; set.max().map_or(0, |m| m as usize + 1).div_ceil(64)];
-            prop_assert!(decode_into(&buf, &mut words));
-            prop_assert_eq!(&words, &bitset(&set));
-            let back: Vec<u32> = words
-                .iter()
-                .enumerate()
-                .flat_map(|(w, &x)| {
-                    (0..64).filter(move |b| x >> b & 1 == 1).map(move |b| (w * 64 + b) as u32)
-                })
-                .collect();
-            prop_assert_eq!(back, set.iter().collect::<Vec<_>>());
-            let chunk = 3;
-            let from = (chunk * 16).min(words.len());
-            let from_positions: Vec<usize> =
-                Positions::of(&words[from..(from + 16).min(words.len())]).collect();
-            let want: Vec<usize> = set
-                .range((chunk * 1024) as u32..((chunk + 1) * 1024) as u32)
-                .map(|d| d as usize - chunk * 1024)
-                .collect();
-            prop_assert_eq!(from_positions, want);
         }
 
         /// The doc numbers a top-k evaluation collects are those of every result.
