@@ -58,16 +58,16 @@ pub(crate) enum Col {
 /// bounds, and a chunk whose documents are all counted by its histogram.
 pub(crate) struct SegmentCol {
     /// Per document, its segment (`NO_SEGMENT`: no value, or several).
-    pub(crate) segment: Box<[u8]>,
+    pub(crate) segment: Box<[u16]>,
     /// Per segment, how many of the chunk's documents with one value lie in it.
     pub(crate) histogram: Box<[u32]>,
 }
 
-pub(crate) const NO_SEGMENT: u8 = u8::MAX;
+pub(crate) const NO_SEGMENT: u16 = u16::MAX;
 
 impl SegmentCol {
     /// `None` when the column is not numeric or the ranges cut the line into more
-    /// segments than a byte numbers.
+    /// segments than a `u16` numbers (over 32,000 ranges).
     pub(crate) fn build(col: &Col, table: &RangeTable) -> Option<SegmentCol> {
         let Col::Num { v, multi, .. } = col else {
             return None;
@@ -82,7 +82,7 @@ impl SegmentCol {
             .map(|(i, &x)| match table.segment(x) {
                 Some(s) if !bit(multi, i) => {
                     histogram[s] += 1;
-                    s as u8
+                    s as u16
                 }
                 _ => NO_SEGMENT,
             })

@@ -110,12 +110,18 @@ impl KeyCol {
         let mut numbered = numbers.number(all).into_iter();
         let mut k = vec![NONE; docs.len()];
         let mut many = Vec::new();
+        let mut ns: Vec<u32> = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let Some(v) = v else { continue };
-            let mut ns: Vec<u32> = numbered.by_ref().take(v.len()).collect();
-            if let [one] = ns[..] {
-                k[i] = one;
-                continue;
+            ns.clear();
+            ns.extend(numbered.by_ref().take(v.len()));
+            match ns[..] {
+                // (a number with `MANY`'s bit, past two billion keys, goes in a list)
+                [one] if one & MANY == 0 => {
+                    k[i] = one;
+                    continue;
+                }
+                _ => {}
             }
             // (a document counts once per key)
             ns.sort_unstable();

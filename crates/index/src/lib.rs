@@ -241,19 +241,20 @@ impl Snapshot {
         self.keys.get(di)?.as_deref()
     }
 
-    /// Chunk `c`'s facet range segments of numeric dimension `di`, whose ranges make
-    /// `table` (built on first use; `None` for another dimension, see `SegmentCol`).
-    pub(crate) fn segment_col(
-        &self,
-        c: usize,
-        di: usize,
-        table: &RangeTable,
-    ) -> Option<&SegmentCol> {
+    /// Chunk `c`'s segments of numeric dimension `di`'s facet ranges (built on first use;
+    /// `None` for another dimension, see `SegmentCol`).
+    pub(crate) fn segment_col(&self, c: usize, di: usize) -> Option<&SegmentCol> {
+        let discern_dimensions::DimensionKind::Numeric(spec) = &self.dims.dims.get(di)?.kind else {
+            return None;
+        };
         let cols = self.chunk_cols(c)?;
         let col = cols.col(di)?;
         cols.segments
             .get(di)?
-            .get_or_init(|| SegmentCol::build(col, table))
+            .get_or_init(|| {
+                let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+                SegmentCol::build(col, &table)
+            })
             .as_ref()
     }
 

@@ -218,26 +218,18 @@ fn counts_by(
         (DimensionKind::Keyword | DimensionKind::GroupBy, _) => {
             key_counts(snap, di, counted, keep, &mut counts)
         }
+        // text: each distinct token of a document's value, from its row
         _ => {
             let mut by: HashMap<&str, usize> = HashMap::new();
             let mut tokens: Vec<&str> = Vec::new();
             for d in &counted.set {
-                match snap
-                    .doc(d)
-                    .and_then(|d| d.values.get(di))
-                    .and_then(|v| v.as_ref())
-                {
-                    Some(IndexedValue::Strings(s)) => {
-                        s.iter().for_each(|x| *by.entry(x).or_default() += 1)
-                    }
-                    Some(IndexedValue::Text(fields)) => {
-                        tokens.clear();
-                        tokens.extend(fields.iter());
-                        tokens.sort_unstable();
-                        tokens.dedup();
-                        tokens.iter().for_each(|t| *by.entry(t).or_default() += 1);
-                    }
-                    _ => {}
+                let value = snap.doc(d).and_then(|d| d.values.get(di)?.as_ref());
+                if let Some(IndexedValue::Text(fields)) = value {
+                    tokens.clear();
+                    tokens.extend(fields.iter());
+                    tokens.sort_unstable();
+                    tokens.dedup();
+                    tokens.iter().for_each(|t| *by.entry(t).or_default() += 1);
                 }
             }
             counts.extend(by.into_iter().map(|(k, n)| (k.to_string(), n)));
@@ -387,7 +379,7 @@ fn numeric_counts(
                 Some(Col::Num { v, multi, lo, hi }) => Some((v, multi, *lo, *hi)),
                 _ => None,
             };
-            let segments = snap.segment_col(c, di, &table);
+            let segments = snap.segment_col(c, di);
             let mut xs: Vec<f64> = Vec::new();
             let mut row = |i: usize, multi: &mut Vec<usize>, lo: &mut f64, hi: &mut f64| {
                 let d = (c * crate::CHUNK + i) as u32;
@@ -423,25 +415,8 @@ fn numeric_counts(
                         }
                     }
                 }
-                _ => {
-                    for i in Positions::of(words) {
-                        match column {
-                            Some((v, m, ..)) if !bit(m, i) => {
-                                let x = v[i];
-                                if x.is_nan() {
-                                    continue; // no value
-                                }
-                                *lo = lo.min(x);
-                                *hi = hi.max(x);
-                                if let Some(s) = table.segment(x) {
-                                    seg[s] += 1;
-                                }
-                            }
-                            // several values (or no column): from the row
-                            _ => row(i, multi, lo, hi),
-                        }
-                    }
-                }
+                // (no segments: more than 32,000 ranges)
+                _ => Positions::of(words).for_each(|i| row(i, multi, lo, hi)),
             }
         },
         |mut a, b| {
