@@ -43,8 +43,8 @@ fn index_changes<'w>(
     mut b: discern_index::Builder<'w>,
     base: &Snapshot,
     rx: std::sync::mpsc::Receiver<ToIndex>,
-) -> discern_index::Builder<'w> {
-    enum Indexed {
+) -> Indexed<'w> {
+    enum Change {
         Upsert(String, DocValues, u64),
         Delete(String),
         Clear,
@@ -54,30 +54,47 @@ fn index_changes<'w>(
             ToIndex::Batch(batch) => batch,
             ToIndex::Flushed(ack) => {
                 let _ = ack.send(());
-                continue;
+                // The store now commits (an fsync's wait): the snapshot is built
+                // meanwhile. The store sends nothing after its flush; were it to, its
+                // send would fail with this receiver gone and abort the apply.
+                let started = std::time::Instant::now();
+                let prepared = b.prepare();
+                tracing::debug!(
+                    us = started.elapsed().as_micros() as u64,
+                    "snapshot prepared"
+                );
+                return Indexed::Prepared(prepared);
             }
         };
-        let indexed: Vec<Indexed> = batch
+        let indexed: Vec<Change> = batch
             .into_par_iter()
             .filter_map(|ch| match ch {
                 ItemChange::Upsert(id, rec) => {
                     let (values, errors) = index_values(&base.dims, &rec);
-                    Some(Indexed::Upsert(id, values, errors))
+                    Some(Change::Upsert(id, values, errors))
                 }
-                ItemChange::Delete(id) => Some(Indexed::Delete(id)),
-                ItemChange::Clear => Some(Indexed::Clear),
+                ItemChange::Delete(id) => Some(Change::Delete(id)),
+                ItemChange::Clear => Some(Change::Clear),
                 ItemChange::Flush => None,
             })
             .collect();
         for ch in indexed {
             match ch {
-                Indexed::Upsert(id, values, errors) => b.upsert_values(&id, values, errors),
-                Indexed::Delete(id) => b.delete(&id),
-                Indexed::Clear => b.clear(),
+                Change::Upsert(id, values, errors) => b.upsert_values(&id, values, errors),
+                Change::Delete(id) => b.delete(&id),
+                Change::Clear => b.clear(),
             }
         }
     }
-    b
+    Indexed::Open(b)
+}
+
+/// Where an apply's index thread stopped.
+enum Indexed<'w> {
+    /// The store never flushed (it did not commit).
+    Open(discern_index::Builder<'w>),
+    /// The snapshot built after the flush, kept if the store's commit succeeds.
+    Prepared(discern_index::Prepared<'w>),
 }
 
 /// What an apply sends its index thread.
@@ -437,9 +454,15 @@ impl Engine {
                 Ok::<_, Error>((result, b))
             })?;
             outcome = run_result?;
-            if matches!(outcome, ApplyOutcome::Applied { .. }) {
-                let stored = started.elapsed().as_micros() as u64;
-                let snap = Arc::new(b.commit());
+            let stored = started.elapsed().as_micros() as u64;
+            // not applied: dropping the builder undoes its changes
+            let snap = match (&outcome, b) {
+                (ApplyOutcome::Applied { .. }, Indexed::Prepared(p)) => Some(p.keep()),
+                (ApplyOutcome::Applied { .. }, Indexed::Open(b)) => Some(b.commit()),
+                _ => None,
+            };
+            if let Some(snap) = snap {
+                let snap = Arc::new(snap);
                 tracing::debug!(
                     parsed_us = parsed.get(),
                     indexed_us = indexed.get(),
@@ -514,8 +537,10 @@ impl Engine {
             .name("term-merge".into())
             .spawn(move || {
                 crate::process::thread_started();
+                let started = std::time::Instant::now();
                 let base = me.snapshot();
                 let merged = base.merge_terms();
+                tracing::debug!(ms = started.elapsed().as_millis() as u64, "terms merged");
                 let _guard = me.lock_writer_blocking();
                 let cur = me.snapshot();
                 if Arc::ptr_eq(&cur.dims, &base.dims) {

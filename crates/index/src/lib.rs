@@ -153,21 +153,23 @@ impl Snapshot {
             .unwrap_or(0)
     }
 
-    /// Every dictionary with its overlay folded in, tagged with the base generation it
-    /// started from (for `adopt_terms`).
-    pub fn merge_terms(&self) -> Vec<Option<(TermDict, u64)>> {
+    /// The dictionaries whose overlay outgrew `BACKGROUND_MERGE_TERMS`, overlay folded
+    /// in, each tagged with the tiers it started from (for `adopt_terms`); `None` for
+    /// the others, which stay as they are.
+    pub fn merge_terms(&self) -> Vec<Option<(TermDict, (u64, u64))>> {
         self.terms
             .iter()
             .map(|d| {
                 d.as_ref()
-                    .map(|d| (d.merged(self.generation), d.base_generation()))
+                    .filter(|d| d.overlay_len() > terms::BACKGROUND_MERGE_TERMS)
+                    .map(|d| (d.merged(self.generation), d.stamp()))
             })
             .collect()
     }
 
     /// This snapshot with the merged dictionaries installed where their base is still
     /// the one they were merged from; changes made since the merge stay in the overlay.
-    pub fn adopt_terms(&self, merged: &[Option<(TermDict, u64)>]) -> Snapshot {
+    pub fn adopt_terms(&self, merged: &[Option<(TermDict, (u64, u64))>]) -> Snapshot {
         let terms: Vec<Option<Arc<TermDict>>> = self
             .terms
             .iter()
@@ -437,7 +439,7 @@ impl Default for IndexWriter {
     }
 }
 
-impl Builder<'_> {
+impl<'w> Builder<'w> {
     /// Stops keeping the postings current: the committed snapshot's postings are stale
     /// until `Snapshot::with_built_postings`, which must run before it answers queries.
     pub fn skip_postings(&mut self) {
@@ -547,10 +549,25 @@ impl Builder<'_> {
         }
     }
 
-    pub fn commit(mut self) -> Snapshot {
-        self.committed = true;
-        self.writer.errors += self.errors;
-        self.undo.clear();
+    /// The new snapshot, the changes made final.
+    pub fn commit(self) -> Snapshot {
+        self.prepare().keep()
+    }
+
+    /// The new snapshot, built while the apply may still fail (its store commit runs
+    /// meanwhile): `Prepared::keep` makes the changes final, dropping it undoes them as
+    /// dropping the builder does. Building it changes nothing a reader sees nor anything
+    /// the next apply relies on: the spare postings it uses are the writer's own, and
+    /// the next apply finds them one snapshot off and copies from its base instead.
+    pub fn prepare(mut self) -> Prepared<'w> {
+        let snapshot = self.build();
+        Prepared {
+            snapshot,
+            builder: self,
+        }
+    }
+
+    fn build(&mut self) -> Snapshot {
         let generation = self.generation + 1;
         let mut terms = self.terms.clone();
         if self.cleared {
@@ -597,6 +614,23 @@ impl Builder<'_> {
             live_docs,
             keys: self.keys.clone(),
         }
+    }
+}
+
+/// A snapshot built by `Builder::prepare`, not yet final.
+pub struct Prepared<'w> {
+    snapshot: Snapshot,
+    builder: Builder<'w>,
+}
+
+impl Prepared<'_> {
+    /// The snapshot, the builder's changes to the writer made final.
+    pub fn keep(mut self) -> Snapshot {
+        let b = &mut self.builder;
+        b.committed = true;
+        b.writer.errors += b.errors;
+        b.undo.clear();
+        self.snapshot
     }
 }
 
@@ -710,14 +744,17 @@ mod tests {
     }
 
     /// One apply: (item, new state: None deletes) pairs, whether a reset comes first,
-    /// whether a reader keeps the resulting snapshot, and whether the spare catches up
-    /// before the next apply (as the engine does in the background).
-    type Step = (Vec<(u8, Option<(Vec<u8>, u8)>)>, bool, bool, bool);
+    /// whether a reader keeps the resulting snapshot, whether the spare catches up
+    /// before the next apply (as the engine does in the background), and whether the
+    /// apply fails after its snapshot was prepared (its store commit failed).
+    type Step = (Vec<(u8, Option<(Vec<u8>, u8)>)>, bool, bool, bool, bool);
 
     proptest::proptest! {
         /// Postings kept current through the writer's spare copy equal postings counted
-        /// from the documents, after every apply; and no snapshot a reader holds ever
-        /// changes (the spare is updated in place only where nothing else holds it).
+        /// from the documents, after every apply, also after prepared applies that
+        /// failed; the documents are those the applies that did not fail made; and no
+        /// snapshot a reader holds ever changes (the spare is updated in place only
+        /// where nothing else holds it).
         #[test]
         fn spare_postings_equal_a_recount_and_readers_see_no_change(
             steps in proptest::collection::vec(
@@ -726,7 +763,8 @@ mod tests {
                     0..12),
                  proptest::bool::weighted(0.05),
                  proptest::bool::ANY,
-                 proptest::bool::ANY),
+                 proptest::bool::ANY,
+                 proptest::bool::weighted(0.25)),
                 1..14)
         ) {
             let steps: Vec<Step> = steps;
@@ -741,16 +779,23 @@ mod tests {
             let mut w = IndexWriter::new();
             let mut snap = Snapshot::empty(dims.clone());
             let mut held: Vec<(Snapshot, Vec<_>)> = Vec::new();
-            for (changes, reset, keep, catch_up) in steps {
+            let mut items = std::collections::BTreeSet::new();
+            for (changes, reset, keep, catch_up, fail) in steps {
+                let before = items.clone();
                 let mut b = w.begin(&snap);
                 if reset {
                     b.clear();
+                    items.clear();
                 }
                 for (item, state) in changes {
                     let id = format!("i{item}");
                     match state {
-                        None => b.delete(&id),
+                        None => {
+                            b.delete(&id);
+                            items.remove(&id);
+                        }
                         Some((ws, n)) => {
+                            items.insert(id.clone());
                             let mut props = Vec::new();
                             if let Some(&first) = ws.first() {
                                 props.push(("k".to_string(), Value::Str(words[first as usize].into())));
@@ -764,7 +809,15 @@ mod tests {
                         }
                     }
                 }
+                if fail {
+                    drop(b.prepare());
+                    items = before;
+                    continue;
+                }
                 snap = b.commit();
+                let ids: std::collections::BTreeSet<String> =
+                    snap.docs().map(|d| d.id.to_string()).collect();
+                proptest::prop_assert_eq!(&ids, &items);
                 let want = postings_of(&snap.clone().with_built_postings());
                 proptest::prop_assert_eq!(&postings_of(&snap), &want);
                 let live: RoaringBitmap = snap.clone().with_built_postings().live_docs.as_ref().clone();

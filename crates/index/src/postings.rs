@@ -631,9 +631,13 @@ fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringB
         return;
     }
     let b = Arc::make_mut(to);
-    if add.len() + remove.len() <= ELEMENTWISE_MAX {
-        // `|=` and `-=` rebuild each array container they touch; a few documents are
-        // moved into place instead
+    let changes = add.len() + remove.len();
+    if changes <= ELEMENTWISE_PER_CONTAINER
+        || changes <= ELEMENTWISE_PER_CONTAINER * b.statistics().n_containers as u64
+    {
+        // `|=` and `-=` rebuild each container they touch (an array container is
+        // merged into a new one); a few documents per container are moved into place
+        // instead
         add.iter().for_each(|d| {
             b.insert(d);
         });
@@ -646,8 +650,10 @@ fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringB
     }
 }
 
-/// Set changes applied one document at a time (see `apply_set`).
-const ELEMENTWISE_MAX: u64 = 32;
+/// Set changes applied one document at a time, up to this many per container of the
+/// set (see `apply_set`): inserting into an array container moves half of it (a few
+/// thousand bytes, fast), where merging reads and writes all of it an element at a time.
+const ELEMENTWISE_PER_CONTAINER: u64 = 32;
 
 impl Resolved {
     /// Set additions and removals: what keeping a spare copy costs (`Spare`).

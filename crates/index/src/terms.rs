@@ -1,11 +1,15 @@
 //! Per-dimension term dictionaries for did-you-mean (SPEC §9): every indexed term of a
 //! text or keyword dimension with its document frequency.
 //!
-//! A dictionary is an FST (`base`, immutable, built in one pass) plus an `overlay` of
-//! the terms whose frequency changed since: each apply adds its changes to the overlay
-//! (absolute frequencies, so base + overlay is always exact), and a merge folds the
-//! overlay into a new base — synchronously when one apply changes many terms, otherwise
-//! in the background (the engine decides). Queries never see a stale frequency.
+//! A dictionary is an FST (`base`, immutable, built in one pass), a smaller FST of the
+//! terms changed since (`recent`) and an `overlay` of the terms changed since that:
+//! each apply adds its changes to the overlay (absolute frequencies, so the newest tier
+//! holding a term is always exact), and a fold moves the overlay into `recent` — or, once
+//! the changes are an eighth of the base, everything into a new base — synchronously when
+//! one apply changes many terms, otherwise in the background (the engine decides).
+//! Queries never see a stale frequency. Two tiers keep a fold's cost near that of the
+//! changes: rebuilding a million-term base on every few thousand changed terms kept a
+//! core busy through a stream of deltas.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -22,6 +26,10 @@ use crate::{FastMap, Snapshot};
 pub const SYNC_MERGE_TERMS: usize = 50_000;
 /// An overlay larger than this asks for a background merge.
 pub const BACKGROUND_MERGE_TERMS: usize = 8_192;
+/// A fold rebuilds the base when the changed terms (`recent` and overlay) are more than
+/// this fraction of it, or the base is smaller than `SMALL_BASE_TERMS`.
+const RECENT_SHARE: usize = 8;
+const SMALL_BASE_TERMS: usize = 65_536;
 
 pub struct TermDict {
     /// Shared by every dictionary derived from it until the next merge (an apply's
@@ -29,6 +37,11 @@ pub struct TermDict {
     base: Arc<Base>,
     /// The snapshot generation `base` was built from.
     base_generation: u64,
+    /// Every term changed between `base` and `recent_generation`, with its frequency
+    /// then (0 = gone); its values override the base's.
+    recent: Option<Arc<Base>>,
+    /// The generation of the last fold (into `recent` or the base).
+    recent_generation: u64,
     /// term → (document frequency now, generation of the change); 0 = gone.
     overlay: HashMap<Box<str>, (u32, u64)>,
 }
@@ -159,6 +172,8 @@ impl TermDict {
         TermDict {
             base: Arc::default(),
             base_generation: generation,
+            recent: None,
+            recent_generation: generation,
             overlay: HashMap::new(),
         }
     }
@@ -187,20 +202,19 @@ impl TermDict {
         );
         TermDict {
             base: Arc::new(base),
-            base_generation: generation,
-            overlay: HashMap::new(),
+            ..TermDict::empty(generation)
         }
     }
 
-    pub fn base_generation(&self) -> u64 {
-        self.base_generation
+    /// The tiers a fold starts from: `adopt` installs a fold only over the same ones.
+    pub fn stamp(&self) -> (u64, u64) {
+        (self.base_generation, self.recent_generation)
     }
 
     /// Bytes held: the FSTs, the split keys and the overlay (estimated per entry).
     pub fn bytes(&self) -> usize {
-        self.base.map.as_fst().size()
-            + self.base.reversed.as_ref().map_or(0, |r| r.as_fst().size())
-            + self.base.splits.iter().map(|k| k.len() + 24).sum::<usize>()
+        self.base.bytes()
+            + self.recent.as_ref().map_or(0, |r| r.bytes())
             + self.overlay.keys().map(|k| k.len() + 48).sum::<usize>()
     }
 
@@ -208,9 +222,13 @@ impl TermDict {
         self.overlay.len()
     }
 
-    /// Distinct terms (approximate while the overlay holds new terms).
+    fn recent_len(&self) -> usize {
+        self.recent.as_ref().map_or(0, |r| r.map.len())
+    }
+
+    /// Distinct terms (approximate while the newer tiers hold new or removed terms).
     pub fn len(&self) -> usize {
-        self.base.map.len() + self.overlay.len()
+        self.base.map.len() + self.recent_len() + self.overlay.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -219,10 +237,13 @@ impl TermDict {
 
     /// The document frequency of `term` (0 when it is not indexed).
     pub fn df(&self, term: &str) -> u32 {
-        match self.overlay.get(term) {
-            Some(&(n, _)) => n,
-            None => self.base.map.get(term).map(|n| n as u32).unwrap_or(0),
+        if let Some(&(n, _)) = self.overlay.get(term) {
+            return n;
         }
+        if let Some(n) = self.recent.as_ref().and_then(|r| r.map.get(term)) {
+            return n as u32;
+        }
+        self.base.map.get(term).map(|n| n as u32).unwrap_or(0)
     }
 
     /// A dictionary with `deltas` applied, changes tagged with `generation`.
@@ -242,75 +263,121 @@ impl TermDict {
         TermDict {
             base: self.base.clone(),
             base_generation: self.base_generation,
+            recent: self.recent.clone(),
+            recent_generation: self.recent_generation,
             overlay,
         }
     }
 
-    /// The base and overlay folded into one FST, as of `generation`.
+    /// The overlay folded in as of `generation`: into `recent` while the changed terms
+    /// stay a small share of the base, else every tier into a new base.
     pub fn merged(&self, generation: u64) -> TermDict {
-        let mut over: Vec<(&str, u32)> =
-            self.overlay.iter().map(|(k, &(n, _))| (&**k, n)).collect();
-        over.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.base.map.len() + over.len());
+        let changed = self.recent_len() + self.overlay.len();
+        let whole =
+            self.base.map.len() < SMALL_BASE_TERMS || changed * RECENT_SHARE > self.base.map.len();
+        self.fold(generation, whole)
+    }
+
+    /// The overlay folded into `recent`, or (`whole`) every tier into one base.
+    fn fold(&self, generation: u64, whole: bool) -> TermDict {
+        let mut changes = self.changes();
+        let reversed = self.base.reversed.is_some();
+        if !whole {
+            return TermDict {
+                base: self.base.clone(),
+                base_generation: self.base_generation,
+                recent: Some(Arc::new(build_fst(changes, reversed))),
+                recent_generation: generation,
+                overlay: HashMap::new(),
+            };
+        }
+        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.base.map.len() + changes.len());
+        let mut ci = 0;
         let mut stream = self.base.map.stream();
-        let mut oi = 0;
         while let Some((k, v)) = stream.next() {
-            while oi < over.len() && over[oi].0.as_bytes() < k {
-                if over[oi].1 > 0 {
-                    out.push((over[oi].0.as_bytes().to_vec(), over[oi].1 as u64));
+            while ci < changes.len() && changes[ci].0.as_slice() < k {
+                if changes[ci].1 > 0 {
+                    out.push(std::mem::take(&mut changes[ci]));
                 }
-                oi += 1;
+                ci += 1;
             }
-            if oi < over.len() && over[oi].0.as_bytes() == k {
-                if over[oi].1 > 0 {
-                    out.push((k.to_vec(), over[oi].1 as u64));
+            if ci < changes.len() && changes[ci].0 == k {
+                if changes[ci].1 > 0 {
+                    out.push(std::mem::take(&mut changes[ci]));
                 }
-                oi += 1;
+                ci += 1;
             } else {
                 out.push((k.to_vec(), v));
             }
         }
-        for &(k, n) in &over[oi..] {
-            if n > 0 {
-                out.push((k.as_bytes().to_vec(), n as u64));
-            }
-        }
-        let reversed = self.base.reversed.is_some();
+        out.extend(changes.drain(ci..).filter(|c| c.1 > 0));
         TermDict {
             base: Arc::new(build_fst(out, reversed)),
-            base_generation: generation,
-            overlay: HashMap::new(),
+            ..TermDict::empty(generation)
         }
     }
 
+    /// The terms changed since the base, in term order, with their frequency now (0 =
+    /// gone): `recent` with the overlay over it.
+    fn changes(&self) -> Vec<(Vec<u8>, u64)> {
+        let mut over: Vec<(&str, u32)> =
+            self.overlay.iter().map(|(k, &(n, _))| (&**k, n)).collect();
+        over.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.recent_len() + over.len());
+        let mut oi = 0;
+        if let Some(r) = &self.recent {
+            let mut stream = r.map.stream();
+            while let Some((k, v)) = stream.next() {
+                while oi < over.len() && over[oi].0.as_bytes() < k {
+                    out.push((over[oi].0.as_bytes().to_vec(), over[oi].1 as u64));
+                    oi += 1;
+                }
+                if oi < over.len() && over[oi].0.as_bytes() == k {
+                    out.push((k.to_vec(), over[oi].1 as u64));
+                    oi += 1;
+                } else {
+                    out.push((k.to_vec(), v));
+                }
+            }
+        }
+        out.extend(
+            over[oi..]
+                .iter()
+                .map(|&(k, n)| (k.as_bytes().to_vec(), n as u64)),
+        );
+        out
+    }
+
     /// `merged` installed over `self` (the current dictionary): the overlay keeps the
-    /// changes made after the merge's generation. `None` when the base was replaced in
+    /// changes made after the merge's generation. `None` when a tier was replaced in
     /// the meantime (a reset or another merge), so the merge no longer applies.
-    pub fn adopt(&self, merged: &TermDict, was_base_generation: u64) -> Option<TermDict> {
-        if self.base_generation != was_base_generation {
+    pub fn adopt(&self, merged: &TermDict, was: (u64, u64)) -> Option<TermDict> {
+        if self.stamp() != was {
             return None;
         }
         let overlay = self
             .overlay
             .iter()
-            .filter(|(_, &(_, g))| g > merged.base_generation)
+            .filter(|(_, &(_, g))| g > merged.recent_generation)
             .map(|(k, v)| (k.clone(), *v))
             .collect();
         Some(TermDict {
             base: merged.base.clone(),
             base_generation: merged.base_generation,
+            recent: merged.recent.clone(),
+            recent_generation: merged.recent_generation,
             overlay,
         })
     }
 
-    /// The dictionary as saved with the index (`persist.rs`): the overlay folded in,
-    /// then the FSTs' bytes and the split keys.
+    /// The dictionary as saved with the index (`persist.rs`): every tier folded into
+    /// one, then the FSTs' bytes and the split keys.
     pub(crate) fn encode(&self, generation: u64, out: &mut crate::persist::Enc) {
         let merged;
-        let base = if self.overlay.is_empty() {
+        let base = if self.overlay.is_empty() && self.recent.is_none() {
             &self.base
         } else {
-            merged = self.merged(generation);
+            merged = self.fold(generation, true);
             &merged.base
         };
         out.bytes(base.map.as_fst().as_bytes());
@@ -327,10 +394,10 @@ impl TermDict {
         }
     }
 
-    /// Every (term, document frequency), overlay included, in term order.
+    /// Every (term, document frequency), newer tiers included, in term order.
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(Vec<u8>, u64)> {
-        let merged = self.merged(self.base_generation);
+        let merged = self.fold(self.recent_generation, true);
         let mut out = Vec::new();
         let mut stream = merged.base.map.stream();
         while let Some((k, v)) = stream.next() {
@@ -363,8 +430,7 @@ impl TermDict {
                 splits,
                 reversed,
             }),
-            base_generation: generation,
-            overlay: HashMap::new(),
+            ..TermDict::empty(generation)
         })
     }
 
@@ -376,20 +442,22 @@ impl TermDict {
         // built only where it is needed
         let dfa = OnceLock::new();
         let dfa = || dfa.get_or_init(|| builder(max, transpositions).build_dfa(term));
-        let split = self.base.reversed.as_ref().filter(|_| {
-            max == 2
-                && !transpositions
-                && term.is_ascii()
-                && (SPLIT_MIN_LEN..=SPLIT_MAX_LEN).contains(&term.len())
+        let split = max == 2
+            && !transpositions
+            && term.is_ascii()
+            && (SPLIT_MIN_LEN..=SPLIT_MAX_LEN).contains(&term.len());
+        let recent = self.recent.as_deref();
+        // each tier answers for the terms no newer tier holds
+        let mut out = self.base.within(term, split, &dfa, &|k: &str| {
+            self.overlay.contains_key(k) || recent.is_some_and(|r| r.map.contains_key(k))
         });
-        let mut out = match split {
-            Some(rev) => self.within_split(term.as_bytes(), rev),
-            None => self.within_scan(dfa()),
-        };
+        if let Some(r) = recent {
+            out.extend(r.within(term, split, &dfa, &|k: &str| self.overlay.contains_key(k)));
+        }
         // an overlay term's distance: by the banded DP where the split search runs and
         // the term is ASCII (its length alone often rules it out), else by the automaton
         let distance = |k: &str| -> Option<u8> {
-            if split.is_some() && k.is_ascii() {
+            if split && k.is_ascii() {
                 return (k.len().abs_diff(term.len()) <= 2)
                     .then(|| lev2(term.as_bytes(), k.as_bytes()))
                     .flatten();
@@ -417,10 +485,37 @@ impl TermDict {
         }
         out
     }
+}
 
-    /// Base terms the automaton accepts, searched over the key ranges in parallel.
-    fn within_scan(&self, dfa: &DFA) -> Vec<(String, u8, u32)> {
-        let splits = &self.base.splits;
+/// A term a newer tier answers for.
+type Shadowed<'a> = dyn Fn(&str) -> bool + Sync + 'a;
+
+impl Base {
+    fn bytes(&self) -> usize {
+        self.map.as_fst().size()
+            + self.reversed.as_ref().map_or(0, |r| r.as_fst().size())
+            + self.splits.iter().map(|k| k.len() + 24).sum::<usize>()
+    }
+
+    /// This tier's terms within the automaton's distance of `term`, those `shadowed`
+    /// and those of frequency 0 (gone) left out; by the split search where `split`
+    /// allows it and the reversed terms are kept.
+    fn within<'d>(
+        &self,
+        term: &str,
+        split: bool,
+        dfa: &dyn Fn() -> &'d DFA,
+        shadowed: &Shadowed<'_>,
+    ) -> Vec<(String, u8, u32)> {
+        match self.reversed.as_ref().filter(|_| split) {
+            Some(rev) => self.within_split(term.as_bytes(), rev, shadowed),
+            None => self.within_scan(dfa(), shadowed),
+        }
+    }
+
+    /// Terms the automaton accepts, searched over the key ranges in parallel.
+    fn within_scan(&self, dfa: &DFA, shadowed: &Shadowed<'_>) -> Vec<(String, u8, u32)> {
+        let splits = &self.splits;
         let bounds: Vec<KeyRange> = (0..=splits.len())
             .map(|i| {
                 (
@@ -431,7 +526,7 @@ impl TermDict {
             .collect();
         let search = |(lo, hi): &KeyRange| {
             let mut found = Vec::new();
-            let mut q = self.base.map.search_with_state(Lev(dfa));
+            let mut q = self.map.search_with_state(Lev(dfa));
             if let Some(lo) = lo {
                 q = q.ge(lo);
             }
@@ -443,7 +538,7 @@ impl TermDict {
                 let Ok(k) = std::str::from_utf8(k) else {
                     continue;
                 };
-                if self.overlay.contains_key(k) {
+                if v == 0 || shadowed(k) {
                     continue;
                 }
                 if let Distance::Exact(d) = dfa.distance(state) {
@@ -459,7 +554,7 @@ impl TermDict {
         }
     }
 
-    /// Base terms within 2 edits of an ASCII `term`, without walking every key within 2
+    /// Terms within 2 edits of an ASCII `term`, without walking every key within 2
     /// edits of the term's first characters (the costly part of `within_scan` on a
     /// dense dictionary). Split `term` = `q1` + `q2` at its middle: a key within 2
     /// edits splits as `k1` + `k2` with d(k1, q1) + d(k2, q2) ≤ 2, so either
@@ -467,29 +562,30 @@ impl TermDict {
     /// and `k2` = `q2` (found walking the reversed keys that start with `q2`
     /// reversed). Each candidate's distance comes from the same banded DP, run over
     /// the whole term (`lev2`).
-    fn within_split(&self, term: &[u8], reversed: &fst::Set<Vec<u8>>) -> Vec<(String, u8, u32)> {
+    fn within_split(
+        &self,
+        term: &[u8],
+        reversed: &fst::Set<Vec<u8>>,
+        shadowed: &Shadowed<'_>,
+    ) -> Vec<(String, u8, u32)> {
         let m = term.len() / 2;
         let (q1, q2) = term.split_at(m);
         let keep = |k: &[u8], out: &mut Vec<(String, u8, u32)>| {
             let Ok(k) = std::str::from_utf8(k) else {
                 return;
             };
-            if self.overlay.contains_key(k) {
+            let Some(d) = lev2(term, k.as_bytes()) else {
                 return;
-            }
-            if let Some(d) = lev2(term, k.as_bytes()) {
-                let df = self.base.map.get(k).unwrap_or(0) as u32;
+            };
+            let df = self.map.get(k).unwrap_or(0) as u32;
+            if df > 0 && !shadowed(k) {
                 out.push((k.to_string(), d, df));
             }
         };
         let (mut out, from_suffix) = rayon::join(
             || {
                 let mut out = Vec::new();
-                let mut stream = self
-                    .base
-                    .map
-                    .search(FirstHalfLev { q: term, m })
-                    .into_stream();
+                let mut stream = self.map.search(FirstHalfLev { q: term, m }).into_stream();
                 while let Some((k, _)) = stream.next() {
                     keep(k, &mut out);
                 }
@@ -648,14 +744,41 @@ mod tests {
         let mut delta = HashMap::new();
         delta.insert("c".into(), 1);
         let at2 = at1.with_changes(delta, 2);
-        let adopted = at2.adopt(&merged, 0).unwrap();
+        let adopted = at2.adopt(&merged, at1.stamp()).unwrap();
         assert_eq!(adopted.overlay_len(), 1);
         assert_eq!(
             (adopted.df("a"), adopted.df("b"), adopted.df("c")),
             (1, 1, 1)
         );
         let reset = TermDict::empty(3);
-        assert!(reset.adopt(&merged, 0).is_none());
+        assert!(reset.adopt(&merged, at1.stamp()).is_none());
+        // a fold into the recent tier replaces it: a fold begun before is stale
+        let recent = at2.fold(2, false);
+        assert_eq!(recent.recent_len(), 2);
+        assert!(Arc::ptr_eq(&recent.base, &at2.base));
+        assert!(recent.adopt(&merged, at1.stamp()).is_none());
+        let again = recent.with_changes([("d".into(), 1)], 3).fold(3, false);
+        assert!(recent.adopt(&again, recent.stamp()).is_some());
+    }
+
+    /// A fold rebuilds the base only once the changed terms are a large share of it.
+    #[test]
+    fn folds_into_recent_while_changes_are_few() {
+        let words: Vec<String> = (0..SMALL_BASE_TERMS).map(|i| format!("w{i}")).collect();
+        let d = TermDict::from_counts(words.iter().map(|w| (w.as_str(), 1)), 0);
+        let few = d.with_changes([("new".into(), 1)], 1).merged(1);
+        assert!(Arc::ptr_eq(&few.base, &d.base));
+        assert_eq!((few.recent_len(), few.df("new"), few.df("w7")), (1, 1, 1));
+        let many = few
+            .with_changes(
+                words[..SMALL_BASE_TERMS / RECENT_SHARE + 1]
+                    .iter()
+                    .map(|w| (w.as_str().into(), -1)),
+                2,
+            )
+            .merged(2);
+        assert!(many.recent.is_none());
+        assert_eq!((many.df("new"), many.df("w7")), (1, 0));
     }
 
     /// A dictionary large enough to be searched in parallel ranges finds exactly what a
@@ -710,6 +833,43 @@ mod tests {
     }
 
     proptest! {
+        /// Changes through the overlay and folds of either kind (into the recent tier,
+        /// into the base) answer frequencies and nearby terms as a dictionary counted
+        /// from scratch does — by the split search on both tiers for long terms.
+        #[test]
+        fn tiers_answer_as_a_recount(
+            ops in proptest::collection::vec(("[ab]{1,3}|aaaa[ab]{4}", -1i64..3, 0u8..5), 0..80),
+            q in "[ab]{1,3}|aaaa[ab]{4}",
+        ) {
+            let mut truth: HashMap<String, i64> = HashMap::new();
+            let mut d = TermDict::build(std::iter::empty(), 0, true);
+            for (g, (t, delta, fold)) in ops.iter().enumerate() {
+                let cur = truth.entry(t.clone()).or_default();
+                let applied = (*cur + delta).max(0) - *cur;
+                *cur += applied;
+                let g = g as u64 + 1;
+                d = d.with_changes([(t.as_str().into(), applied)], g);
+                match fold {
+                    0 => d = d.fold(g, false),
+                    1 => d = d.fold(g, true),
+                    _ => {}
+                }
+            }
+            for (t, n) in &truth {
+                prop_assert_eq!(d.df(t) as i64, *n);
+            }
+            let fresh = TermDict::from_counts(
+                truth.iter().filter(|(_, &n)| n > 0).map(|(t, &n)| (t.as_str(), n as u32)),
+                0,
+            );
+            prop_assert_eq!(d.entries(), fresh.entries());
+            for max in 0..=2 {
+                for tr in [false, true] {
+                    prop_assert_eq!(near(&d, &q, max, tr), near(&fresh, &q, max, tr));
+                }
+            }
+        }
+
         /// Applying random changes through the overlay and merging gives the same
         /// frequencies as counting from scratch.
         #[test]
