@@ -721,69 +721,6 @@ mod tests {
         }
     }
 
-    /// A rare keyword leaves a few documents of thousands: the numeric and tree criteria
-    /// check those by rule instead of merging their many postings (`exact_intersection`),
-    /// and find what a scan finds — values outside the interval, several values, none.
-    #[test]
-    fn few_documents_left_are_checked_by_rule() {
-        let pad_docs: Vec<DocSpec> = (-8i64..8)
-            .map(|x| {
-                (
-                    vec![1],
-                    vec![if x % 2 == 0 { 1 } else { 3 }],
-                    None,
-                    vec![],
-                    vec![(x, 0)],
-                )
-            })
-            .collect();
-        let docs: Vec<DocSpec> = vec![
-            (vec![0], vec![1], None, vec![], vec![(1, 0)]),
-            (vec![0], vec![3], None, vec![], vec![(9, 0)]),
-            (vec![0], vec![1], None, vec![], vec![]),
-            (vec![0], vec![4], None, vec![], vec![(2, 1), (9, 0)]),
-            (vec![0, 1], vec![0], None, vec![], vec![(-3, 2)]),
-        ];
-        let criteria = vec![
-            json!({"dimension": "k", "value": "a", "cull": true}),
-            json!({"dimension": "n", "value": "[-8000,8000]", "cull": true, "fuzzyRelevance": 0}),
-            json!({"dimension": "t", "id": ["A1", "B"], "cull": true, "fuzzyRelevance": 0}),
-        ];
-        for exact_only in [true, false] {
-            for k in [1, 10] {
-                let scene = Scene {
-                    docs: docs.clone(),
-                    pad_docs: Some(pad_docs.clone()),
-                    exact_only,
-                    k,
-                    pad: 5000,
-                    only: None,
-                    not: None,
-                };
-                equals_full_scan(criteria.clone(), scene).unwrap();
-            }
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-        /// Requests answered from sets where a few documents differ from a thousand
-        /// others: the documents the cheap sets leave are often so few that the numeric
-        /// and tree criteria check them by rule instead of building their sets
-        /// (`exact_intersection`).
-        #[test]
-        fn few_documents_left_equal_full_scan(
-            criteria in prop::collection::vec(set_criterion(), 2..4),
-            docs in prop::collection::vec(doc_spec(), 1..8),
-            pad_docs in prop::collection::vec(doc_spec(), 1..4),
-            k in 1usize..12,
-        ) {
-            let pad_docs = Some(pad_docs);
-            let scene = Scene { docs, pad_docs, exact_only: true, k, pad: 1500, only: None, not: None };
-            equals_full_scan(criteria, scene)?;
-        }
-    }
-
     /// The requests `reached_equals_full_scan` makes are mostly answered from reach.
     #[test]
     fn most_ranking_requests_are_reached() {

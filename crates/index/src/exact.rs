@@ -68,21 +68,12 @@ pub(crate) fn exact_intersection(
     ctx: &EvalCtx,
     within: Option<&RoaringBitmap>,
 ) -> Option<RoaringBitmap> {
-    // Sets made at once (`has`, keywords' prepared unions, geo cells) come first; a leaf
-    // whose set is a union of postings (numeric buckets, elements) is left for later,
-    // cheapest first, when the documents left may be so few that checking each by the
-    // leaf's rule costs less than building its set.
     let mut sets: Vec<Exact<'_>> = Vec::with_capacity(leaves.len());
-    let mut later: Vec<(u64, &Leaf, &DimPostings)> = Vec::new();
     for leaf in leaves {
         // (`{"dimension": ""}` finds every item exact)
         if let Some(dim) = leaf.dim {
             // (postings not built yet: scored instead)
-            let post = snap.postings(dim)?;
-            match build_cost(leaf, post) {
-                Some(cost) => later.push((cost, leaf, post)),
-                None => sets.push(exact_set(snap, dim, leaf, post)?),
-            }
+            sets.push(exact_set(snap, dim, leaf, snap.postings(dim)?)?);
         }
     }
     // the documents every criterion may find exact, smallest sets first (each
@@ -109,78 +100,14 @@ pub(crate) fn exact_intersection(
     }
     // then the documents left that a criterion's postings cannot decide, by its rule
     for s in &sets {
-        keep_exact(snap, ctx, s, &mut out);
-    }
-    later.sort_by_key(|(cost, _, _)| *cost);
-    for (cost, leaf, post) in later {
-        if out.is_empty() {
-            break;
-        }
-        if out.len().saturating_mul(CHECK_COST) < cost {
-            out = members_exact_on(snap, leaf, ctx, &out);
-        } else {
-            let dim = leaf.dim?;
-            let s = exact_set(snap, dim, leaf, post)?;
-            match &s.unsure {
-                Some(u) => out &= &s.sure | &u.docs,
-                None => out &= &s.sure,
+        if let Some(u) = &s.unsure {
+            let check = (&out & &u.docs) - &s.sure;
+            if !check.is_empty() {
+                out -= &check - members_exact_on(snap, u.leaf, ctx, &check);
             }
-            keep_exact(snap, ctx, &s, &mut out);
         }
     }
     Some(out)
-}
-
-/// Removes from `out` the documents of `s`'s unsure ones that its rule does not find
-/// exact.
-fn keep_exact(snap: &Snapshot, ctx: &EvalCtx, s: &Exact<'_>, out: &mut RoaringBitmap) {
-    if let Some(u) = &s.unsure {
-        let check = (&*out & &u.docs) - &s.sure;
-        if !check.is_empty() {
-            *out -= &check - members_exact_on(snap, u.leaf, ctx, &check);
-        }
-    }
-}
-
-/// Checking one document by a leaf's rule (its chunk's columns, seldom in cache) costs
-/// about as much as merging this many set members into a union of postings (measured
-/// on the exact request class at a million items: 24 made some requests slower, 100
-/// none, 400 helped fewer).
-const CHECK_COST: u64 = 100;
-
-/// About how many set members building `leaf`'s exact set reads, for the leaves whose
-/// set is a union of postings (`None` for the others, built at once): a union starts
-/// from a copy of its largest set (cheap: containers are copied whole) and merges the
-/// others in, member by member.
-fn build_cost(leaf: &Leaf, post: &DimPostings) -> Option<u64> {
-    let merged = |lens: &mut dyn Iterator<Item = u64>| {
-        let (sum, max) = lens.fold((0, 0), |(s, m), n| (s + n, m.max(n)));
-        sum - max
-    };
-    match &leaf.matcher {
-        Matcher::Numeric { set, .. } => Some(merged(
-            &mut numeric_buckets(post, set).iter().map(|(_, b)| b.len()),
-        )),
-        Matcher::Elements {
-            only_not, table, ..
-        } => {
-            let lens = |pick: fn(&ElementRule) -> bool| -> Vec<u64> {
-                let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
-                picked
-                    .map(|(e, _)| post.get(&(e as u32).to_be_bytes()).map_or(0, |b| b.len()))
-                    .collect()
-            };
-            // the wanted set less the excluded ones (each merged away from it)
-            let excluded: u64 = lens(|rule| rule.excluded).iter().sum();
-            let wanted = if *only_not {
-                0
-            } else {
-                merged(&mut lens(|rule| rule.exact).into_iter())
-            };
-            Some(wanted + excluded)
-        }
-        _ => None,
-    }
 }
 
 /// Whether every document `leaf` does not find exact gets relevance 0 from it (so that
