@@ -18,6 +18,16 @@ fn table() -> &'static HashMap<String, (f64, f64)> {
     })
 }
 
+/// Loads the table now, on a thread of its own (a no-op once loaded): its first use
+/// otherwise stalls whichever apply first meets a ZIP code (~0.5 s).
+pub fn load_in_background() {
+    let _ = std::thread::Builder::new()
+        .name("zip-table".into())
+        .spawn(|| {
+            table();
+        });
+}
+
 /// Centroid of a US ZIP code (`"10012"`, `"10012-1234"`, or a number like 7030).
 pub fn centroid(zip: &str) -> Option<(f64, f64)> {
     let z = zip.trim();

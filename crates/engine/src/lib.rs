@@ -282,6 +282,15 @@ impl Engine {
     pub fn populate(&self, guard: &mut WriterGuard) -> Result<()> {
         let doc = self.dims_doc.load_full();
         let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
+        // a saved index is loaded without extracting any value: the first apply would
+        // load the ZIP table on its way to the 201
+        if dims
+            .dims
+            .iter()
+            .any(|d| matches!(d.kind, discern_dimensions::DimensionKind::Geo(_)))
+        {
+            discern_dimensions::zip::load_in_background();
+        }
         match self.load_saved_index(&dims, &doc) {
             Some((snap, writer)) => {
                 self.item_errors.store(writer.errors, Ordering::Relaxed);
