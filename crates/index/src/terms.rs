@@ -280,7 +280,7 @@ impl TermDict {
 
     /// The overlay folded into `recent`, or (`whole`) every tier into one base.
     fn fold(&self, generation: u64, whole: bool) -> TermDict {
-        let mut changes = self.changes();
+        let changes = self.changes();
         let reversed = self.base.reversed.is_some();
         if !whole {
             return TermDict {
@@ -291,28 +291,10 @@ impl TermDict {
                 overlay: HashMap::new(),
             };
         }
-        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.base.map.len() + changes.len());
-        let mut ci = 0;
-        let mut stream = self.base.map.stream();
-        while let Some((k, v)) = stream.next() {
-            while ci < changes.len() && changes[ci].0.as_slice() < k {
-                if changes[ci].1 > 0 {
-                    out.push(std::mem::take(&mut changes[ci]));
-                }
-                ci += 1;
-            }
-            if ci < changes.len() && changes[ci].0 == k {
-                if changes[ci].1 > 0 {
-                    out.push(std::mem::take(&mut changes[ci]));
-                }
-                ci += 1;
-            } else {
-                out.push((k.to_vec(), v));
-            }
-        }
-        out.extend(changes.drain(ci..).filter(|c| c.1 > 0));
+        let mut all = newer_over(&self.base.map, changes);
+        all.retain(|(_, n)| *n > 0);
         TermDict {
-            base: Arc::new(build_fst(out, reversed)),
+            base: Arc::new(build_fst(all, reversed)),
             ..TermDict::empty(generation)
         }
     }
@@ -320,32 +302,16 @@ impl TermDict {
     /// The terms changed since the base, in term order, with their frequency now (0 =
     /// gone): `recent` with the overlay over it.
     fn changes(&self) -> Vec<(Vec<u8>, u64)> {
-        let mut over: Vec<(&str, u32)> =
-            self.overlay.iter().map(|(k, &(n, _))| (&**k, n)).collect();
-        over.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.recent_len() + over.len());
-        let mut oi = 0;
-        if let Some(r) = &self.recent {
-            let mut stream = r.map.stream();
-            while let Some((k, v)) = stream.next() {
-                while oi < over.len() && over[oi].0.as_bytes() < k {
-                    out.push((over[oi].0.as_bytes().to_vec(), over[oi].1 as u64));
-                    oi += 1;
-                }
-                if oi < over.len() && over[oi].0.as_bytes() == k {
-                    out.push((k.to_vec(), over[oi].1 as u64));
-                    oi += 1;
-                } else {
-                    out.push((k.to_vec(), v));
-                }
-            }
+        let mut over: Vec<(Vec<u8>, u64)> = self
+            .overlay
+            .iter()
+            .map(|(k, &(n, _))| (k.as_bytes().to_vec(), n as u64))
+            .collect();
+        over.sort_unstable();
+        match &self.recent {
+            Some(r) => newer_over(&r.map, over),
+            None => over,
         }
-        out.extend(
-            over[oi..]
-                .iter()
-                .map(|&(k, n)| (k.as_bytes().to_vec(), n as u64)),
-        );
-        out
     }
 
     /// `merged` installed over `self` (the current dictionary): the overlay keeps the
@@ -485,6 +451,25 @@ impl TermDict {
         }
         out
     }
+}
+
+/// Every entry of `older` and of `newer` (sorted, distinct keys) in key order, `newer`'s
+/// value where both hold a key.
+fn newer_over(older: &fst::Map<Vec<u8>>, newer: Vec<(Vec<u8>, u64)>) -> Vec<(Vec<u8>, u64)> {
+    let mut out = Vec::with_capacity(older.len() + newer.len());
+    let mut newer = newer.into_iter().peekable();
+    let mut stream = older.stream();
+    while let Some((k, v)) = stream.next() {
+        while let Some(n) = newer.next_if(|(nk, _)| nk.as_slice() < k) {
+            out.push(n);
+        }
+        match newer.next_if(|(nk, _)| nk.as_slice() == k) {
+            Some(n) => out.push(n),
+            None => out.push((k.to_vec(), v)),
+        }
+    }
+    out.extend(newer);
+    out
 }
 
 /// A term a newer tier answers for.
