@@ -3,8 +3,9 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+static TABLE: OnceLock<HashMap<String, (f64, f64)>> = OnceLock::new();
+
 fn table() -> &'static HashMap<String, (f64, f64)> {
-    static TABLE: OnceLock<HashMap<String, (f64, f64)>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut m = HashMap::new();
         if let Ok(all) = zipcodes::filter_by(Vec::<fn(&zipcodes::Zipcode) -> bool>::new(), None) {
@@ -26,6 +27,11 @@ pub fn load_in_background() {
         .spawn(|| {
             table();
         });
+}
+
+/// Whether the table is loaded.
+pub fn loaded() -> bool {
+    TABLE.get().is_some()
 }
 
 /// Centroid of a US ZIP code (`"10012"`, `"10012-1234"`, or a number like 7030).

@@ -716,6 +716,34 @@ mod tests {
             .unwrap();
     }
 
+    /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
+    #[test]
+    fn start_up_loads_the_zip_table_for_geoloc_dimensions() {
+        let d = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: d.path().to_path_buf(),
+            ..Config::default()
+        };
+        let e = Engine::open(config, true).unwrap();
+        let mut g = e.lock_writer_blocking();
+        e.set_dimensions(
+            &mut g,
+            b"<dimensions><dimension id='g' type='geoloc'/></dimensions>",
+        )
+        .unwrap();
+        // (no test in this binary extracts a ZIP code: nothing else loads the table)
+        assert!(!discern_dimensions::zip::loaded());
+        e.populate(&mut g).unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !discern_dimensions::zip::loaded() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the ZIP table was not loaded"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// A view keeps the items of its snapshot, whatever commits after it.
     #[test]
     fn a_view_reads_the_items_of_its_snapshot() {
