@@ -1,8 +1,11 @@
 //! A list of strings in one allocation: the index holds every item's keyword values
 //! and text tokens this way, so that a token costs its bytes plus a 4-byte offset
-//! instead of a `String` (24 bytes plus an allocation of its own).
+//! instead of a `String` (24 bytes plus an allocation of its own). The allocation is
+//! shared: documents with equal keyword values can hold one list (the index interns
+//! them), and a clone costs a reference count.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Strings back to back in one buffer, optionally split into consecutive groups (a
 /// text dimension's fields).
@@ -11,7 +14,7 @@ use std::fmt;
 /// where a group end is the index one past the group's last string and a string's end
 /// is its byte offset, within `bytes`, one past its last byte.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct StrList(Box<[u8]>);
+pub struct StrList(Arc<[u8]>);
 
 impl Default for StrList {
     fn default() -> StrList {
@@ -110,9 +113,20 @@ impl StrList {
         self.range(self.group_range(g))
     }
 
-    /// Bytes held on the heap.
+    /// Bytes held on the heap (by this list and the others sharing it).
     pub fn heap_bytes(&self) -> usize {
         self.0.len()
+    }
+
+    /// This list's share of the bytes it holds on the heap: `heap_bytes` divided among
+    /// the lists sharing them.
+    pub fn heap_bytes_share(&self) -> usize {
+        self.0.len() / Arc::strong_count(&self.0)
+    }
+
+    /// Whether another list shares this one's allocation.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
     }
 
     /// The list's encoding (see the type's layout), for `from_raw`.
@@ -122,8 +136,7 @@ impl StrList {
 
     /// A list from bytes `as_raw` gave, checked in full: `None` unless the words are in
     /// bounds and in order and every string is UTF-8 (the iterator relies on both).
-    pub fn from_raw(raw: Box<[u8]>) -> Option<StrList> {
-        let b = &raw[..];
+    pub fn from_raw(b: &[u8]) -> Option<StrList> {
         let at = |i: usize| -> Option<usize> {
             let w = b.get(i..i.checked_add(4)?)?;
             Some(u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as usize)
@@ -153,7 +166,15 @@ impl StrList {
             }
             start = end;
         }
-        (start == bytes.len()).then_some(StrList(raw))
+        (start == bytes.len()).then(|| StrList(Arc::from(b)))
+    }
+}
+
+/// Lets a set of lists be searched with an encoding (`as_raw`) without building a list:
+/// a list hashes and compares as its encoding.
+impl std::borrow::Borrow<[u8]> for StrList {
+    fn borrow(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -268,7 +289,7 @@ impl StrListBuilder {
         self.group_ends.clear();
         self.ends.clear();
         self.bytes.clear();
-        StrList(out.into_boxed_slice())
+        StrList(Arc::from(out))
     }
 }
 
@@ -304,7 +325,7 @@ mod tests {
                 prop_assert_eq!(l.get(i), Some(*s));
             }
             prop_assert_eq!(l.get(flat.len()), None);
-            prop_assert_eq!(StrList::from_raw(l.as_raw().into()), Some(l.clone()));
+            prop_assert_eq!(StrList::from_raw(l.as_raw()), Some(l.clone()));
             // the builder is empty again and reusable
             prop_assert!(b.is_empty());
             prop_assert_eq!(b.finish(), StrList::default());
@@ -316,23 +337,23 @@ mod tests {
         let l = StrList::from_strs(["ab", "ü"]);
         let raw = l.as_raw().to_vec();
         for cut in 0..raw.len() {
-            assert_eq!(StrList::from_raw(raw[..cut].into()), None, "cut at {cut}");
+            assert_eq!(StrList::from_raw(&raw[..cut]), None, "cut at {cut}");
         }
         // "ü" split inside its two bytes
         let mut split = raw.clone();
         split[8] = 3;
-        assert_eq!(StrList::from_raw(split.into()), None);
+        assert_eq!(StrList::from_raw(&split), None);
         let mut backwards = raw.clone();
         backwards[8] = 4;
         backwards[12] = 3;
-        assert_eq!(StrList::from_raw(backwards.into()), None);
+        assert_eq!(StrList::from_raw(&backwards), None);
         let mut groups = StrListBuilder::default();
         groups.push("x");
         groups.end_group();
         let mut g = groups.finish().as_raw().to_vec();
         g[4] = 2; // a group ending past the last string
-        assert_eq!(StrList::from_raw(g.into()), None);
-        assert_eq!(StrList::from_raw(raw.into()), Some(l));
+        assert_eq!(StrList::from_raw(&g), None);
+        assert_eq!(StrList::from_raw(&raw), Some(l));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod exact;
 mod facets;
 mod fuzzy;
 mod geo;
+mod intern;
 mod kernels;
 mod keys;
 pub mod persist;
@@ -306,7 +307,7 @@ impl Snapshot {
             64 + d.id.len() + d.values.len() * std::mem::size_of::<Option<IndexedValue>>();
         for v in d.values.iter().flatten() {
             total += match v {
-                IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes(),
+                IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes_share(),
                 IndexedValue::Points(p) => std::mem::size_of_val(&**p),
                 IndexedValue::Ints(x) => std::mem::size_of_val(&**x),
                 IndexedValue::Doubles(x) => std::mem::size_of_val(&**x),
@@ -344,6 +345,8 @@ pub struct IndexWriter {
     pub errors: u64,
     /// The previous snapshot's postings, for the next commit to update in place.
     spare: SpareSlot,
+    /// The keyword values documents share.
+    interner: intern::Interner,
 }
 
 enum Undo {
@@ -399,6 +402,7 @@ impl IndexWriter {
             next: 0,
             errors: 0,
             spare: SpareSlot::default(),
+            interner: Default::default(),
         }
     }
 
@@ -467,8 +471,9 @@ impl<'w> Builder<'w> {
     }
 
     /// Like `upsert`, with values extracted beforehand (e.g. in parallel).
-    pub fn upsert_values(&mut self, id: &str, values: DocValues, errors: u64) {
+    pub fn upsert_values(&mut self, id: &str, mut values: DocValues, errors: u64) {
         self.errors += errors;
+        self.writer.interner.intern(&mut values);
         let (doc, key) = match self.writer.by_id.get_key_value(id) {
             Some((k, &doc)) => (doc, k.clone()),
             None => {

@@ -20,6 +20,7 @@ use discern_dimensions::{Dimensions, IndexedValue, StrList};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
+use crate::intern::{Interner, SharedInterner};
 use crate::postings::DimPostings;
 use crate::terms::TermDict;
 use crate::{eval, Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
@@ -222,16 +223,21 @@ fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
     }
 }
 
-fn decode_value(d: &mut Dec<'_>) -> Result<Option<IndexedValue>, Corrupt> {
+fn decode_value(
+    d: &mut Dec<'_>,
+    dim: usize,
+    interner: &SharedInterner,
+) -> Result<Option<IndexedValue>, Corrupt> {
     let tag = d.u8()?;
     Ok(Some(match tag {
         0 => return Ok(None),
         TAG_STRINGS | TAG_TEXT => {
-            let s = StrList::from_raw(d.bytes()?.into()).ok_or(Corrupt("string list"))?;
+            let raw = d.bytes()?;
+            let make = || StrList::from_raw(raw).ok_or(Corrupt("string list"));
             if tag == TAG_TEXT {
-                IndexedValue::Text(s)
+                IndexedValue::Text(make()?)
             } else {
-                IndexedValue::Strings(s)
+                IndexedValue::Strings(interner.list(dim, raw, make)?)
             }
         }
         TAG_INTS => {
@@ -283,7 +289,7 @@ fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
     e.0
 }
 
-fn decode_chunk(b: &[u8], dims: usize) -> Result<Chunk, Corrupt> {
+fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chunk, Corrupt> {
     let mut d = Dec(b);
     let mut docs = Vec::with_capacity(CHUNK);
     for _ in 0..CHUNK {
@@ -295,7 +301,7 @@ fn decode_chunk(b: &[u8], dims: usize) -> Result<Chunk, Corrupt> {
             .map_err(|_| Corrupt("item id"))?
             .into();
         let values = (0..dims)
-            .map(|_| decode_value(&mut d))
+            .map(|dim| decode_value(&mut d, dim, interner))
             .collect::<Result<_, _>>()?;
         docs.push(Some(Arc::new(Doc {
             id_key: eval::id_key(&id),
@@ -512,7 +518,7 @@ pub fn load<R: Read + Send>(
     );
     let (postings, terms) = structures;
     let (postings, terms) = (postings?, terms?);
-    let (chunks, by_id) = docs?;
+    let (chunks, by_id, interner) = docs?;
     if r.block()? != b"end" {
         return Err(Corrupt("no end block").into());
     }
@@ -533,6 +539,7 @@ pub fn load<R: Read + Send>(
         next,
         errors,
         spare: Default::default(),
+        interner,
     };
     Ok((snap, writer))
 }
@@ -540,9 +547,9 @@ pub fn load<R: Read + Send>(
 type IdMap = FastMap<Arc<str>, u32>;
 
 /// The chunks, read in batches — a batch decoded (in parallel) while the next is read
-/// into the other set of buffers and the previous one's ids are mapped — and the
-/// writer's id map. Checks that the documents, the live set and the free numbers (the
-/// empty slots below `next`) agree.
+/// into the other set of buffers and the previous one's ids are mapped — the writer's
+/// id map and the interner of the keyword values the documents share. Checks that the
+/// documents, the live set and the free numbers (the empty slots below `next`) agree.
 fn load_docs<R: Read + Send>(
     r: &mut BlockReader<R>,
     nchunks: usize,
@@ -550,10 +557,11 @@ fn load_docs<R: Read + Send>(
     next: u32,
     live_docs: &RoaringBitmap,
     free: &[u32],
-) -> Result<(Vec<Arc<Chunk>>, IdMap), LoadError> {
+) -> Result<(Vec<Arc<Chunk>>, IdMap, Interner), LoadError> {
     let mut chunks: Vec<Arc<Chunk>> = Vec::with_capacity(nchunks);
     let mut by_id = IdMap::with_capacity(live_docs.len() as usize);
     let mut empty = Vec::new();
+    let interner = SharedInterner::new(ndims);
     let mut map_ids = |by_id: &mut IdMap, first: usize, batch: &[Arc<Chunk>]| {
         for (c, chunk) in batch.iter().enumerate() {
             for (i, doc) in chunk.docs.iter().enumerate() {
@@ -589,7 +597,7 @@ fn load_docs<R: Read + Send>(
             || {
                 blocks
                     .par_iter()
-                    .map(|b| decode_chunk(b, ndims))
+                    .map(|b| decode_chunk(b, ndims, &interner))
                     .collect::<Result<Vec<Chunk>, _>>()
             },
             || -> Result<(), LoadError> {
@@ -611,7 +619,7 @@ fn load_docs<R: Read + Send>(
     if sorted != empty {
         return Err(Corrupt("free document numbers").into());
     }
-    Ok((chunks, by_id))
+    Ok((chunks, by_id, interner.into_interner()))
 }
 
 #[cfg(test)]
@@ -793,6 +801,42 @@ mod tests {
         b.upsert("b", &Record::default());
         let snap = b.commit();
         (snap, w)
+    }
+
+    /// The keyword value (dimension 0) of document `n`, as the address of its bytes.
+    fn keyword_at(snap: &Snapshot, n: u32) -> *const u8 {
+        match snap.doc(n).and_then(|d| d.values[0].as_ref()) {
+            Some(IndexedValue::Strings(l)) => l.as_raw().as_ptr(),
+            other => panic!("no keyword value: {other:?}"),
+        }
+    }
+
+    /// Documents with equal keyword values share one copy, as built and as loaded (where
+    /// the copies are never made), and an apply after a load shares the loaded copy.
+    #[test]
+    fn equal_keyword_values_are_one_copy() {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        let s: Spec = (vec![1, 2], vec![], None, vec![], None, vec![0], vec![]);
+        let other: Spec = (vec![3], vec![], None, vec![], None, vec![0], vec![]);
+        for i in 0..3 {
+            b.upsert(&format!("i{i}"), &record(&s));
+        }
+        b.upsert("o", &record(&other));
+        let snap = b.commit();
+        assert_eq!(keyword_at(&snap, 0), keyword_at(&snap, 2));
+        assert_ne!(keyword_at(&snap, 0), keyword_at(&snap, 3));
+
+        let (loaded, mut lw) = reload(&saved(&snap, &w, b"h"), b"h").unwrap();
+        assert_same(&snap, &loaded);
+        assert_eq!(keyword_at(&loaded, 0), keyword_at(&loaded, 1));
+        assert_eq!(keyword_at(&loaded, 0), keyword_at(&loaded, 2));
+        assert_ne!(keyword_at(&loaded, 0), keyword_at(&snap, 0));
+        let mut b = lw.begin(&loaded);
+        b.upsert("new", &record(&s));
+        let next = b.commit();
+        assert_eq!(keyword_at(&next, 4), keyword_at(&loaded, 0));
     }
 
     #[test]

@@ -1,0 +1,225 @@
+//! One shared copy of each keyword value a dimension repeats across documents.
+//!
+//! Many keyword dimensions hold few distinct values over many items (`_propertyName`
+//! lists, agencies, cities, ZIP codes): at a million items, the rows held ~300 bytes per
+//! document of such repeats. The writer interns each new document's keyword values
+//! (`StrList`s share their allocation), per dimension, while that pays: a dimension
+//! whose values mostly differ (addresses) stops being interned after one window of
+//! lookups, so that it costs neither a lookup per document nor a table of every value.
+
+use std::convert::Infallible;
+use std::sync::Mutex;
+
+use discern_dimensions::{IndexedValue, StrList};
+
+/// Lookups per dimension between two checks of the share of hits.
+const WINDOW: u32 = 65_536;
+/// Distinct values one dimension may keep; past it, the values no document holds any
+/// more are dropped, and if that does not halve them, interning stops.
+const MAX_VALUES: usize = 1 << 18;
+
+#[derive(Default)]
+pub(crate) struct Interner {
+    dims: Vec<DimInterner>,
+}
+
+struct DimInterner {
+    /// `None` once interning this dimension stopped paying.
+    values: Option<hashbrown::HashSet<StrList>>,
+    lookups: u32,
+    hits: u32,
+}
+
+impl Default for DimInterner {
+    fn default() -> DimInterner {
+        DimInterner {
+            values: Some(Default::default()),
+            lookups: 0,
+            hits: 0,
+        }
+    }
+}
+
+impl Interner {
+    /// Replaces each keyword value of `values` (one per dimension) by the equal value
+    /// an earlier document holds, if any.
+    pub(crate) fn intern(&mut self, values: &mut [Option<IndexedValue>]) {
+        if self.dims.len() < values.len() {
+            self.dims.resize_with(values.len(), Default::default);
+        }
+        for (v, d) in values.iter_mut().zip(&mut self.dims) {
+            if let Some(IndexedValue::Strings(list)) = v {
+                let new = list.clone();
+                let Ok(held) = d.get_or_make(new.as_raw(), || Ok::<_, Infallible>(new.clone()));
+                *list = held;
+            }
+        }
+    }
+
+    /// Whether dimension `dim` is still interned (tests).
+    #[cfg(test)]
+    pub(crate) fn interning(&self, dim: usize) -> bool {
+        self.dims.get(dim).is_none_or(|d| d.values.is_some())
+    }
+}
+
+/// An interner the threads decoding a saved index share, so that a repeated value is
+/// never allocated (allocating the copies and freeing them later left the memory
+/// fragmented: the heap shrank, the resident set did not).
+pub(crate) struct SharedInterner(Vec<Mutex<DimInterner>>);
+
+impl SharedInterner {
+    pub(crate) fn new(dims: usize) -> SharedInterner {
+        SharedInterner((0..dims).map(|_| Default::default()).collect())
+    }
+
+    /// The keyword value of dimension `dim` encoded as `raw`: the one held if equal,
+    /// else `make()`'s.
+    pub(crate) fn list<E>(
+        &self,
+        dim: usize,
+        raw: &[u8],
+        make: impl FnOnce() -> Result<StrList, E>,
+    ) -> Result<StrList, E> {
+        // a poisoned lock: a decoding thread panicked, and the load fails anyway
+        if let Some(mut d) = self.0.get(dim).and_then(|d| d.lock().ok()) {
+            if d.values.is_some() {
+                return d.get_or_make(raw, make);
+            }
+        }
+        // not under the lock: a dimension no longer interned costs no waiting
+        make()
+    }
+
+    pub(crate) fn into_interner(self) -> Interner {
+        Interner {
+            dims: self
+                .0
+                .into_iter()
+                .map(|d| d.into_inner().unwrap_or_else(|p| p.into_inner()))
+                .collect(),
+        }
+    }
+}
+
+impl DimInterner {
+    /// The held value whose encoding is `raw`, or `make()`'s value, kept for the
+    /// documents that follow.
+    fn get_or_make<E>(
+        &mut self,
+        raw: &[u8],
+        make: impl FnOnce() -> Result<StrList, E>,
+    ) -> Result<StrList, E> {
+        let Some(values) = self.values.as_mut() else {
+            return make();
+        };
+        self.lookups += 1;
+        let mut stop = false;
+        let out = match values.get(raw) {
+            Some(held) => {
+                self.hits += 1;
+                held.clone()
+            }
+            None => {
+                let list = make()?;
+                values.insert(list.clone());
+                if values.len() > MAX_VALUES {
+                    values.retain(StrList::is_shared);
+                    stop = values.len() > MAX_VALUES / 2;
+                }
+                list
+            }
+        };
+        if self.lookups == WINDOW {
+            stop |= self.hits < WINDOW / 2;
+            self.lookups = 0;
+            self.hits = 0;
+        }
+        if stop {
+            self.values = None;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(s: &str) -> Option<IndexedValue> {
+        Some(IndexedValue::Strings(StrList::from_strs([s])))
+    }
+
+    fn list(v: &Option<IndexedValue>) -> &StrList {
+        match v {
+            Some(IndexedValue::Strings(l)) => l,
+            _ => panic!("not strings"),
+        }
+    }
+
+    #[test]
+    fn repeated_values_share_one_allocation() {
+        let mut i = Interner::default();
+        let mut a = vec![strings("x"), None, Some(IndexedValue::Ints(Box::new([1])))];
+        let mut b = vec![strings("x"), strings("y"), None];
+        i.intern(&mut a);
+        i.intern(&mut b);
+        assert_eq!(list(&a[0]).as_raw().as_ptr(), list(&b[0]).as_raw().as_ptr());
+        assert_eq!(list(&b[0]).iter().collect::<Vec<_>>(), ["x"]);
+        assert_eq!(list(&b[1]).iter().collect::<Vec<_>>(), ["y"]);
+    }
+
+    #[test]
+    fn text_is_not_interned() {
+        let mut i = Interner::default();
+        let text = || Some(IndexedValue::Text(StrList::from_strs(["w"])));
+        let (mut a, mut b) = (vec![text()], vec![text()]);
+        i.intern(&mut a);
+        i.intern(&mut b);
+        let ptr = |v: &Option<IndexedValue>| match v {
+            Some(IndexedValue::Text(l)) => l.as_raw().as_ptr(),
+            _ => panic!(),
+        };
+        assert_ne!(ptr(&a[0]), ptr(&b[0]));
+    }
+
+    #[test]
+    fn a_dimension_of_mostly_distinct_values_stops_being_interned() {
+        let mut i = Interner::default();
+        for n in 0..WINDOW {
+            // dimension 0 repeats one of 16 values, dimension 1 never repeats
+            let mut v = vec![strings(&(n % 16).to_string()), strings(&n.to_string())];
+            i.intern(&mut v);
+        }
+        assert!(i.interning(0));
+        assert!(!i.interning(1));
+        // later values are left as they are
+        let (mut a, mut b) = (vec![None, strings("z")], vec![None, strings("z")]);
+        i.intern(&mut a);
+        i.intern(&mut b);
+        assert_ne!(list(&a[1]).as_raw().as_ptr(), list(&b[1]).as_raw().as_ptr());
+    }
+
+    #[test]
+    fn values_no_document_holds_are_dropped_at_the_cap() {
+        let mut d = DimInterner::default();
+        let mut kept = Vec::new();
+        for n in 0..=MAX_VALUES {
+            // each value twice, so that the share of hits keeps the dimension interned
+            let first = StrList::from_strs([n.to_string()]);
+            let _ = d.get_or_make(first.as_raw(), || Ok::<_, Infallible>(first.clone()));
+            let raw = StrList::from_strs([n.to_string()]).as_raw().to_vec();
+            // found by its encoding: nothing is made
+            let again = d.get_or_make(&raw, || Err(())).expect("held");
+            if n < 10 {
+                kept.push(again);
+            }
+        }
+        let values = d.values.as_ref().expect("still interned");
+        // the ten values documents hold, and the one just inserted
+        assert_eq!(values.len(), 11);
+        for k in &kept {
+            assert!(values.contains(k));
+        }
+    }
+}
