@@ -296,6 +296,7 @@ impl Engine {
                 self.item_errors.store(writer.errors, Ordering::Relaxed);
                 guard.index = writer;
                 self.snapshot.store(Arc::new(snap));
+                process::release_free_memory();
             }
             None => self.rebuild(guard, dims)?,
         }

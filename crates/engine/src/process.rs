@@ -157,14 +157,20 @@ pub fn heap_committed_bytes(in_use: u64) -> u64 {
     (commit as u64).max(in_use)
 }
 
-/// Returns the allocator's free memory to the operating system. Building or replacing
-/// a whole index frees gigabytes of temporaries the allocator would otherwise keep
-/// for a while.
+/// Returns the allocator's free memory to the operating system. Building, loading or
+/// replacing a whole index frees gigabytes of temporaries the allocator would otherwise
+/// keep. A thread's heap is collected only by that thread (and an idle one never
+/// purges what it freed), so every thread of the rayon pool, where the index is built
+/// and decoded, collects its own (1M items loaded: resident 2.44 -> ~2.2 GB).
 pub fn release_free_memory() {
-    // SAFETY: mi_collect takes a plain bool and only walks mimalloc's own heaps.
-    unsafe {
-        libmimalloc_sys::mi_collect(true);
+    fn collect() {
+        // SAFETY: mi_collect takes a plain bool and only walks mimalloc's own heaps.
+        unsafe {
+            libmimalloc_sys::mi_collect(true);
+        }
     }
+    rayon::broadcast(|_| collect());
+    collect();
 }
 
 #[cfg(test)]
