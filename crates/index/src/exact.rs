@@ -260,16 +260,31 @@ fn members_exact_on(
     ctx: &EvalCtx,
     docs: &RoaringBitmap,
 ) -> RoaringBitmap {
-    let mut out = RoaringBitmap::new();
-    for_each_doc(snap, docs.iter(), |n, doc, cols| {
-        let o = leaf.eval(&ItemRef { doc, n, cols }, ctx);
-        // (exact but beyond a `cullDistance` shorter than `exactDistance`: dropped)
-        if o.exact && !o.culled {
-            out.push(n); // ascending: appended
-        }
-    });
-    out
+    let members = |part: &mut dyn Iterator<Item = u32>| {
+        let mut out = RoaringBitmap::new();
+        for_each_doc(snap, part, |n, doc, cols| {
+            let o = leaf.eval(&ItemRef { doc, n, cols }, ctx);
+            // (exact but beyond a `cullDistance` shorter than `exactDistance`: dropped)
+            if o.exact && !o.culled {
+                out.push(n); // ascending: appended
+            }
+        });
+        out
+    };
+    if docs.len() < PARALLEL_CHECKS {
+        return members(&mut docs.iter());
+    }
+    // (a wide geo reference leaves tens of thousands of documents to check: on all
+    // cores, in ascending runs whose results are disjoint)
+    let all: Vec<u32> = docs.iter().collect();
+    all.par_chunks(PARALLEL_CHECKS as usize / 4)
+        .map(|part| members(&mut part.iter().copied()))
+        .reduce(RoaringBitmap::new, |a, b| a | b)
 }
+
+/// Documents to check by rule from which the check is split across cores (few in
+/// tests, so that the property tests check the split).
+const PARALLEL_CHECKS: u64 = if cfg!(test) { 8 } else { 16_384 };
 
 /// Calls `f` with each of `docs` (ascending) that holds a document: its number, the
 /// document, and its chunk's columns with its position there (each chunk looked up once).
@@ -539,6 +554,46 @@ mod tests {
                 prop_assert_eq!(got.iter().collect::<Vec<_>>(), want, "{} {}", dim, iv);
                 prop_assert_eq!(r, 1.0);
             }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        /// A geo criterion's exact set holds exactly the documents within its
+        /// `exactDistance`: the grid's near cells leave many documents to check by rule,
+        /// split across cores.
+        #[test]
+        fn geo_sets_hold_the_documents_within_the_distance(
+            points in prop::collection::vec((-1.0f64..1.0, -1.0f64..1.0), 20..300),
+            miles in 1.0f64..80.0,
+        ) {
+            let dims = Arc::new(Dimensions::parse(b"<dimensions>
+              <dimension id='g' type='geoloc' latitude='lat' longitude='lon'/>
+            </dimensions>").unwrap());
+            let mut w = IndexWriter::new();
+            let mut b = w.begin(&crate::Snapshot::empty(dims));
+            let (lat0, lon0) = (40.0, -75.0);
+            for (i, (dlat, dlon)) in points.iter().enumerate() {
+                let mut rec = Record::default();
+                put_strings(&mut rec, "lat", vec![(lat0 + dlat).to_string()]);
+                put_strings(&mut rec, "lon", vec![(lon0 + dlon).to_string()]);
+                b.upsert(&format!("i{i:03}"), &rec);
+            }
+            let snap = b.commit();
+            let body = json!({"criteria": [{"dimension": "g", "latitude": lat0, "longitude": lon0,
+                "exactDistance": miles, "cullDistance": miles, "cull": true}]});
+            let q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let want: Vec<u32> = points
+                .iter()
+                .enumerate()
+                .filter(|(_, (dlat, dlon))| {
+                    crate::geo::haversine(lat0 + dlat, lon0 + dlon, lat0, lon0, crate::geo::Unit::Miles) <= miles
+                })
+                .map(|(i, _)| i as u32)
+                .collect();
+            let ctx = EvalCtx { scales: vec![0.0; snap.dims.len()] };
+            let (got, _) = exact_results(&snap, &q.criteria, &ctx, false).unwrap();
+            prop_assert_eq!(got.iter().collect::<Vec<_>>(), want);
         }
     }
 
