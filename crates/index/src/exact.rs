@@ -260,9 +260,14 @@ fn members_exact_on(
     ctx: &EvalCtx,
     docs: &RoaringBitmap,
 ) -> RoaringBitmap {
-    let members = |part: &mut dyn Iterator<Item = u32>| {
+    fn members(
+        snap: &Snapshot,
+        leaf: &Leaf,
+        ctx: &EvalCtx,
+        docs: impl Iterator<Item = u32>,
+    ) -> RoaringBitmap {
         let mut out = RoaringBitmap::new();
-        for_each_doc(snap, part, |n, doc, cols| {
+        for_each_doc(snap, docs, |n, doc, cols| {
             let o = leaf.eval(&ItemRef { doc, n, cols }, ctx);
             // (exact but beyond a `cullDistance` shorter than `exactDistance`: dropped)
             if o.exact && !o.culled {
@@ -270,15 +275,15 @@ fn members_exact_on(
             }
         });
         out
-    };
+    }
     if docs.len() < PARALLEL_CHECKS {
-        return members(&mut docs.iter());
+        return members(snap, leaf, ctx, docs.iter());
     }
     // (a wide geo reference leaves tens of thousands of documents to check: on all
     // cores, in ascending runs whose results are disjoint)
     let all: Vec<u32> = docs.iter().collect();
     all.par_chunks(PARALLEL_CHECKS as usize / 4)
-        .map(|part| members(&mut part.iter().copied()))
+        .map(|part| members(snap, leaf, ctx, part.iter().copied()))
         .reduce(RoaringBitmap::new, |a, b| a | b)
 }
 
