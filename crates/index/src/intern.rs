@@ -1,11 +1,12 @@
-//! One shared copy of each keyword value a dimension repeats across documents.
+//! One shared copy of each keyword or text value a dimension repeats across documents.
 //!
-//! Many keyword dimensions hold few distinct values over many items (`_propertyName`
-//! lists, agencies, cities, ZIP codes): at a million items, the rows held ~300 bytes per
-//! document of such repeats. The writer interns each new document's keyword values
-//! (`StrList`s share their allocation), per dimension, while that pays: a dimension
-//! whose values mostly differ (addresses) stops being interned after one window of
-//! lookups, so that it costs neither a lookup per document nor a table of every value.
+//! Many dimensions hold few distinct values over many items (`_propertyName` lists,
+//! agencies — also as text — cities, ZIP codes): at a million items, the rows held ~350
+//! bytes per document of such repeats. The writer interns each new document's string
+//! values (`StrList`s share their allocation), per dimension, while that pays: a
+//! dimension whose values mostly differ (addresses, descriptions) stops being interned
+//! after one window of lookups, so that it costs neither a lookup per document nor a
+//! table of every value.
 
 use std::convert::Infallible;
 use std::sync::Mutex;
@@ -41,14 +42,14 @@ impl Default for DimInterner {
 }
 
 impl Interner {
-    /// Replaces each keyword value of `values` (one per dimension) by the equal value
-    /// an earlier document holds, if any.
+    /// Replaces each keyword and text value of `values` (one per dimension) by the
+    /// equal value an earlier document holds, if any.
     pub(crate) fn intern(&mut self, values: &mut [Option<IndexedValue>]) {
         if self.dims.len() < values.len() {
             self.dims.resize_with(values.len(), Default::default);
         }
         for (v, d) in values.iter_mut().zip(&mut self.dims) {
-            if let Some(IndexedValue::Strings(list)) = v {
+            if let Some(IndexedValue::Strings(list) | IndexedValue::Text(list)) = v {
                 let new = list.clone();
                 let Ok(held) = d.get_or_make(new.as_raw(), || Ok::<_, Infallible>(new.clone()));
                 *list = held;
@@ -73,8 +74,8 @@ impl SharedInterner {
         SharedInterner((0..dims).map(|_| Default::default()).collect())
     }
 
-    /// The keyword value of dimension `dim` encoded as `raw`: the one held if equal,
-    /// else `make()`'s.
+    /// The keyword or text value of dimension `dim` encoded as `raw`: the one held if
+    /// equal, else `make()`'s.
     pub(crate) fn list<E>(
         &self,
         dim: usize,
@@ -170,17 +171,20 @@ mod tests {
     }
 
     #[test]
-    fn text_is_not_interned() {
+    fn repeated_text_is_one_copy_too() {
         let mut i = Interner::default();
-        let text = || Some(IndexedValue::Text(StrList::from_strs(["w"])));
-        let (mut a, mut b) = (vec![text()], vec![text()]);
+        let text = |w: &str| Some(IndexedValue::Text(StrList::from_strs([w])));
+        let (mut a, mut b, mut c) = (vec![text("w")], vec![text("w")], vec![text("v")]);
         i.intern(&mut a);
         i.intern(&mut b);
+        i.intern(&mut c);
         let ptr = |v: &Option<IndexedValue>| match v {
             Some(IndexedValue::Text(l)) => l.as_raw().as_ptr(),
-            _ => panic!(),
+            _ => panic!("not text"),
         };
-        assert_ne!(ptr(&a[0]), ptr(&b[0]));
+        assert_eq!(ptr(&a[0]), ptr(&b[0]));
+        assert_ne!(ptr(&a[0]), ptr(&c[0]));
+        assert!(matches!(&b[0], Some(IndexedValue::Text(_))));
     }
 
     #[test]

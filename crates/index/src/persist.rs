@@ -233,11 +233,13 @@ fn decode_value(
         0 => return Ok(None),
         TAG_STRINGS | TAG_TEXT => {
             let raw = d.bytes()?;
-            let make = || StrList::from_raw(raw).ok_or(Corrupt("string list"));
+            let list = interner.list(dim, raw, || {
+                StrList::from_raw(raw).ok_or(Corrupt("string list"))
+            })?;
             if tag == TAG_TEXT {
-                IndexedValue::Text(make()?)
+                IndexedValue::Text(list)
             } else {
-                IndexedValue::Strings(interner.list(dim, raw, make)?)
+                IndexedValue::Strings(list)
             }
         }
         TAG_INTS => {
@@ -811,8 +813,17 @@ mod tests {
         }
     }
 
-    /// Documents with equal keyword values share one copy, as built and as loaded (where
-    /// the copies are never made), and an apply after a load shares the loaded copy.
+    /// The text value (dimension 5) of document `n`, as the address of its bytes.
+    fn text_at(snap: &Snapshot, n: u32) -> *const u8 {
+        match snap.doc(n).and_then(|d| d.values[5].as_ref()) {
+            Some(IndexedValue::Text(l)) => l.as_raw().as_ptr(),
+            other => panic!("no text value: {other:?}"),
+        }
+    }
+
+    /// Documents with equal keyword (or text) values share one copy, as built and as
+    /// loaded (where the copies are never made), and an apply after a load shares the
+    /// loaded copy.
     #[test]
     fn equal_keyword_values_are_one_copy() {
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
@@ -833,6 +844,9 @@ mod tests {
         assert_eq!(keyword_at(&loaded, 0), keyword_at(&loaded, 1));
         assert_eq!(keyword_at(&loaded, 0), keyword_at(&loaded, 2));
         assert_ne!(keyword_at(&loaded, 0), keyword_at(&snap, 0));
+        // every document has the same text: one copy
+        assert_eq!(text_at(&snap, 0), text_at(&snap, 3));
+        assert_eq!(text_at(&loaded, 0), text_at(&loaded, 3));
         let mut b = lw.begin(&loaded);
         b.upsert("new", &record(&s));
         let next = b.commit();
