@@ -1,5 +1,7 @@
 //! Value extraction (SPEC §6.2): from an item's record to the values a dimension indexes.
 
+use std::sync::Arc;
+
 use discern_model::{Record, Value};
 
 use crate::doc::{Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec};
@@ -17,8 +19,9 @@ pub enum IndexedValue {
     Doubles(Box<[f64]>),
     /// (lat, lon)
     Points(Box<[(f64, f64)]>),
-    /// tree, ordered, mutex: the elements the raw values tag directly
-    Elements(Box<[u32]>),
+    /// tree, ordered, mutex: the elements the raw values tag directly (shared: equal
+    /// lists are interned by the index)
+    Elements(Arc<[u32]>),
     /// text: analysed tokens, one group per field in the dimension's field order
     Text(StrList),
 }

@@ -222,7 +222,7 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<J> {
                         .and_then(|d| d.values.get(di))
                         .and_then(|v| v.as_ref())
                     {
-                        for &e in es {
+                        for &e in es.iter() {
                             let el = &set.elements[e as usize];
                             m.insert(
                                 el.id.clone(),

@@ -1,4 +1,5 @@
-//! One shared copy of each keyword or text value a dimension repeats across documents.
+//! One shared copy of each keyword, text or element list a dimension repeats across
+//! documents.
 //!
 //! Many dimensions hold few distinct values over many items (`_propertyName` lists,
 //! agencies — also as text — cities, ZIP codes): at a million items, the rows held ~350
@@ -8,8 +9,10 @@
 //! after one window of lookups, so that it costs neither a lookup per document nor a
 //! table of every value.
 
+use std::borrow::Borrow;
 use std::convert::Infallible;
-use std::sync::Mutex;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
 
 use discern_dimensions::{IndexedValue, StrList};
 
@@ -21,18 +24,38 @@ const MAX_VALUES: usize = 1 << 18;
 
 #[derive(Default)]
 pub(crate) struct Interner {
-    dims: Vec<DimInterner>,
+    /// Per dimension: string lists (keyword, text) and element lists (tree, ordered,
+    /// mutex); a dimension uses one of the two.
+    lists: Vec<DimInterner<StrList>>,
+    elements: Vec<DimInterner<Arc<[u32]>>>,
 }
 
-struct DimInterner {
+/// A value that can be shared, and can tell whether it is.
+pub(crate) trait Shareable: Clone + Hash + Eq {
+    fn is_shared(&self) -> bool;
+}
+
+impl Shareable for StrList {
+    fn is_shared(&self) -> bool {
+        StrList::is_shared(self)
+    }
+}
+
+impl Shareable for Arc<[u32]> {
+    fn is_shared(&self) -> bool {
+        Arc::strong_count(self) > 1
+    }
+}
+
+struct DimInterner<T> {
     /// `None` once interning this dimension stopped paying.
-    values: Option<hashbrown::HashSet<StrList>>,
+    values: Option<hashbrown::HashSet<T>>,
     lookups: u32,
     hits: u32,
 }
 
-impl Default for DimInterner {
-    fn default() -> DimInterner {
+impl<T> Default for DimInterner<T> {
+    fn default() -> DimInterner<T> {
         DimInterner {
             values: Some(Default::default()),
             lookups: 0,
@@ -45,33 +68,69 @@ impl Interner {
     /// Replaces each keyword and text value of `values` (one per dimension) by the
     /// equal value an earlier document holds, if any.
     pub(crate) fn intern(&mut self, values: &mut [Option<IndexedValue>]) {
-        if self.dims.len() < values.len() {
-            self.dims.resize_with(values.len(), Default::default);
+        if self.lists.len() < values.len() {
+            self.lists.resize_with(values.len(), Default::default);
+            self.elements.resize_with(values.len(), Default::default);
         }
-        for (v, d) in values.iter_mut().zip(&mut self.dims) {
-            if let Some(IndexedValue::Strings(list) | IndexedValue::Text(list)) = v {
-                let new = list.clone();
-                let Ok(held) = d.get_or_make(new.as_raw(), || Ok::<_, Infallible>(new.clone()));
-                *list = held;
+        for ((v, l), e) in values
+            .iter_mut()
+            .zip(&mut self.lists)
+            .zip(&mut self.elements)
+        {
+            match v {
+                Some(IndexedValue::Strings(list) | IndexedValue::Text(list)) => {
+                    let new = list.clone();
+                    let Ok(held) = l.get_or_make(new.as_raw(), || Ok::<_, Infallible>(new.clone()));
+                    *list = held;
+                }
+                Some(IndexedValue::Elements(es)) => {
+                    let new = es.clone();
+                    let Ok(held) = e.get_or_make(&new[..], || Ok::<_, Infallible>(new.clone()));
+                    *es = held;
+                }
+                _ => {}
             }
         }
     }
 
-    /// Whether dimension `dim` is still interned (tests).
+    /// Whether dimension `dim`'s string lists are still interned (tests).
     #[cfg(test)]
     pub(crate) fn interning(&self, dim: usize) -> bool {
-        self.dims.get(dim).is_none_or(|d| d.values.is_some())
+        self.lists.get(dim).is_none_or(|d| d.values.is_some())
     }
 }
 
 /// An interner the threads decoding a saved index share, so that a repeated value is
 /// never allocated (allocating the copies and freeing them later left the memory
 /// fragmented: the heap shrank, the resident set did not).
-pub(crate) struct SharedInterner(Vec<Mutex<DimInterner>>);
+pub(crate) struct SharedInterner {
+    lists: Vec<Mutex<DimInterner<StrList>>>,
+    elements: Vec<Mutex<DimInterner<Arc<[u32]>>>>,
+}
+
+/// `interned.get_or_make(raw, make)` under the lock of dimension `dim`'s interner, or
+/// `make()` without it once the dimension is no longer interned (no waiting for it).
+fn shared_get_or_make<T: Shareable + Borrow<Q>, Q: Hash + Eq + ?Sized, E>(
+    interners: &[Mutex<DimInterner<T>>],
+    dim: usize,
+    raw: &Q,
+    make: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    // a poisoned lock: a decoding thread panicked, and the load fails anyway
+    if let Some(mut d) = interners.get(dim).and_then(|d| d.lock().ok()) {
+        if d.values.is_some() {
+            return d.get_or_make(raw, make);
+        }
+    }
+    make()
+}
 
 impl SharedInterner {
     pub(crate) fn new(dims: usize) -> SharedInterner {
-        SharedInterner((0..dims).map(|_| Default::default()).collect())
+        SharedInterner {
+            lists: (0..dims).map(|_| Default::default()).collect(),
+            elements: (0..dims).map(|_| Default::default()).collect(),
+        }
     }
 
     /// The keyword or text value of dimension `dim` encoded as `raw`: the one held if
@@ -82,35 +141,40 @@ impl SharedInterner {
         raw: &[u8],
         make: impl FnOnce() -> Result<StrList, E>,
     ) -> Result<StrList, E> {
-        // a poisoned lock: a decoding thread panicked, and the load fails anyway
-        if let Some(mut d) = self.0.get(dim).and_then(|d| d.lock().ok()) {
-            if d.values.is_some() {
-                return d.get_or_make(raw, make);
-            }
-        }
-        // not under the lock: a dimension no longer interned costs no waiting
-        make()
+        shared_get_or_make(&self.lists, dim, raw, make)
+    }
+
+    /// The element list of dimension `dim` equal to `raw`: the one held, else a copy.
+    pub(crate) fn elements(&self, dim: usize, raw: &[u32]) -> Arc<[u32]> {
+        let Ok(held) =
+            shared_get_or_make(&self.elements, dim, raw, || Ok::<_, Infallible>(raw.into()));
+        held
     }
 
     pub(crate) fn into_interner(self) -> Interner {
+        fn unlock<T>(all: Vec<Mutex<DimInterner<T>>>) -> Vec<DimInterner<T>> {
+            let inner =
+                |d: Mutex<DimInterner<T>>| d.into_inner().unwrap_or_else(|p| p.into_inner());
+            all.into_iter().map(inner).collect()
+        }
         Interner {
-            dims: self
-                .0
-                .into_iter()
-                .map(|d| d.into_inner().unwrap_or_else(|p| p.into_inner()))
-                .collect(),
+            lists: unlock(self.lists),
+            elements: unlock(self.elements),
         }
     }
 }
 
-impl DimInterner {
-    /// The held value whose encoding is `raw`, or `make()`'s value, kept for the
-    /// documents that follow.
-    fn get_or_make<E>(
+impl<T: Shareable> DimInterner<T> {
+    /// The held value equal to `raw` (its encoding, or its elements), or `make()`'s
+    /// value, kept for the documents that follow.
+    fn get_or_make<Q: Hash + Eq + ?Sized, E>(
         &mut self,
-        raw: &[u8],
-        make: impl FnOnce() -> Result<StrList, E>,
-    ) -> Result<StrList, E> {
+        raw: &Q,
+        make: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        T: Borrow<Q>,
+    {
         let Some(values) = self.values.as_mut() else {
             return make();
         };
@@ -125,7 +189,7 @@ impl DimInterner {
                 let list = make()?;
                 values.insert(list.clone());
                 if values.len() > MAX_VALUES {
-                    values.retain(StrList::is_shared);
+                    values.retain(T::is_shared);
                     stop = values.len() > MAX_VALUES / 2;
                 }
                 list
@@ -188,6 +252,22 @@ mod tests {
     }
 
     #[test]
+    fn repeated_element_lists_are_one_copy() {
+        let mut i = Interner::default();
+        let els = |e: &[u32]| Some(IndexedValue::Elements(e.into()));
+        let (mut a, mut b, mut c) = (vec![els(&[1, 2])], vec![els(&[1, 2])], vec![els(&[2])]);
+        i.intern(&mut a);
+        i.intern(&mut b);
+        i.intern(&mut c);
+        let ptr = |v: &Option<IndexedValue>| match v {
+            Some(IndexedValue::Elements(e)) => e.as_ptr(),
+            _ => panic!("not elements"),
+        };
+        assert_eq!(ptr(&a[0]), ptr(&b[0]));
+        assert_ne!(ptr(&a[0]), ptr(&c[0]));
+    }
+
+    #[test]
     fn a_dimension_of_mostly_distinct_values_stops_being_interned() {
         let mut i = Interner::default();
         for n in 0..WINDOW {
@@ -206,7 +286,7 @@ mod tests {
 
     #[test]
     fn values_no_document_holds_are_dropped_at_the_cap() {
-        let mut d = DimInterner::default();
+        let mut d = DimInterner::<StrList>::default();
         let mut kept = Vec::new();
         for n in 0..=MAX_VALUES {
             // each value twice, so that the share of hits keeps the dimension interned
@@ -214,7 +294,7 @@ mod tests {
             let _ = d.get_or_make(first.as_raw(), || Ok::<_, Infallible>(first.clone()));
             let raw = StrList::from_strs([n.to_string()]).as_raw().to_vec();
             // found by its encoding: nothing is made
-            let again = d.get_or_make(&raw, || Err(())).expect("held");
+            let again = d.get_or_make(&raw[..], || Err(())).expect("held");
             if n < 10 {
                 kept.push(again);
             }

@@ -268,7 +268,8 @@ fn decode_value(
         }
         TAG_ELEMENTS => {
             let n = d.count(4)?;
-            IndexedValue::Elements((0..n).map(|_| d.u32()).collect::<Result<_, _>>()?)
+            let raw = (0..n).map(|_| d.u32()).collect::<Result<Vec<u32>, _>>()?;
+            IndexedValue::Elements(interner.elements(dim, &raw))
         }
         _ => return Err(Corrupt("value type")),
     }))
@@ -821,7 +822,15 @@ mod tests {
         }
     }
 
-    /// Documents with equal keyword (or text) values share one copy, as built and as
+    /// The element list (dimension 1) of document `n`, as the address of its elements.
+    fn elements_at(snap: &Snapshot, n: u32) -> *const u32 {
+        match snap.doc(n).and_then(|d| d.values[1].as_ref()) {
+            Some(IndexedValue::Elements(e)) => e.as_ptr(),
+            other => panic!("no elements: {other:?}"),
+        }
+    }
+
+    /// Documents with equal keyword (or text, or element) values share one copy, as built and as
     /// loaded (where the copies are never made), and an apply after a load shares the
     /// loaded copy.
     #[test]
@@ -829,8 +838,8 @@ mod tests {
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
         let mut w = IndexWriter::new();
         let mut b = w.begin(&Snapshot::empty(dims));
-        let s: Spec = (vec![1, 2], vec![], None, vec![], None, vec![0], vec![]);
-        let other: Spec = (vec![3], vec![], None, vec![], None, vec![0], vec![]);
+        let s: Spec = (vec![1, 2], vec![1], None, vec![], None, vec![0], vec![]);
+        let other: Spec = (vec![3], vec![1], None, vec![], None, vec![0], vec![]);
         for i in 0..3 {
             b.upsert(&format!("i{i}"), &record(&s));
         }
@@ -844,9 +853,11 @@ mod tests {
         assert_eq!(keyword_at(&loaded, 0), keyword_at(&loaded, 1));
         assert_eq!(keyword_at(&loaded, 0), keyword_at(&loaded, 2));
         assert_ne!(keyword_at(&loaded, 0), keyword_at(&snap, 0));
-        // every document has the same text: one copy
+        // every document has the same text and elements: one copy
         assert_eq!(text_at(&snap, 0), text_at(&snap, 3));
         assert_eq!(text_at(&loaded, 0), text_at(&loaded, 3));
+        assert_eq!(elements_at(&snap, 0), elements_at(&snap, 3));
+        assert_eq!(elements_at(&loaded, 0), elements_at(&loaded, 3));
         let mut b = lw.begin(&loaded);
         b.upsert("new", &record(&s));
         let next = b.commit();

@@ -653,7 +653,7 @@ mod tests {
             let mut ids: Vec<String> = Vec::new();
             match (&dim.kind, v) {
                 (DimensionKind::Tree(set), IndexedValue::Elements(es)) => {
-                    for &e in es {
+                    for &e in es.iter() {
                         let mut cur = Some(e);
                         while let Some(c) = cur {
                             ids.push(set.elements[c as usize].id.clone());
