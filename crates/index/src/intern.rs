@@ -65,8 +65,8 @@ impl<T> Default for DimInterner<T> {
 }
 
 impl Interner {
-    /// Replaces each keyword and text value of `values` (one per dimension) by the
-    /// equal value an earlier document holds, if any.
+    /// Replaces each keyword, text and element list of `values` (one per dimension) by
+    /// the equal value an earlier document holds, if any.
     pub(crate) fn intern(&mut self, values: &mut [Option<IndexedValue>]) {
         if self.lists.len() < values.len() {
             self.lists.resize_with(values.len(), Default::default);
@@ -78,16 +78,8 @@ impl Interner {
             .zip(&mut self.elements)
         {
             match v {
-                Some(IndexedValue::Strings(list) | IndexedValue::Text(list)) => {
-                    let new = list.clone();
-                    let Ok(held) = l.get_or_make(new.as_raw(), || Ok::<_, Infallible>(new.clone()));
-                    *list = held;
-                }
-                Some(IndexedValue::Elements(es)) => {
-                    let new = es.clone();
-                    let Ok(held) = e.get_or_make(&new[..], || Ok::<_, Infallible>(new.clone()));
-                    *es = held;
-                }
+                Some(IndexedValue::Strings(list) | IndexedValue::Text(list)) => l.share(list),
+                Some(IndexedValue::Elements(es)) => e.share(es),
                 _ => {}
             }
         }
@@ -165,6 +157,13 @@ impl SharedInterner {
 }
 
 impl<T: Shareable> DimInterner<T> {
+    /// Replaces `value` by the equal one held, or holds it for the documents that follow.
+    fn share(&mut self, value: &mut T) {
+        let new = value.clone();
+        let Ok(held) = self.get_or_make(&new, || Ok::<_, Infallible>(new.clone()));
+        *value = held;
+    }
+
     /// The held value equal to `raw` (its encoding, or its elements), or `make()`'s
     /// value, kept for the documents that follow.
     fn get_or_make<Q: Hash + Eq + ?Sized, E>(

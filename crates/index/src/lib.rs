@@ -311,7 +311,7 @@ impl Snapshot {
                 IndexedValue::Points(p) => std::mem::size_of_val(&**p),
                 IndexedValue::Ints(x) => std::mem::size_of_val(&**x),
                 IndexedValue::Doubles(x) => std::mem::size_of_val(&**x),
-                IndexedValue::Elements(x) => std::mem::size_of_val(&**x),
+                IndexedValue::Elements(x) => std::mem::size_of_val(&**x) / Arc::strong_count(x),
             };
         }
         total

@@ -223,10 +223,12 @@ fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
     }
 }
 
+/// Decodes dimension `dim`'s value, through `interner`; `elements` is scratch space.
 fn decode_value(
     d: &mut Dec<'_>,
     dim: usize,
     interner: &SharedInterner,
+    elements: &mut Vec<u32>,
 ) -> Result<Option<IndexedValue>, Corrupt> {
     let tag = d.u8()?;
     Ok(Some(match tag {
@@ -268,8 +270,11 @@ fn decode_value(
         }
         TAG_ELEMENTS => {
             let n = d.count(4)?;
-            let raw = (0..n).map(|_| d.u32()).collect::<Result<Vec<u32>, _>>()?;
-            IndexedValue::Elements(interner.elements(dim, &raw))
+            elements.clear();
+            for _ in 0..n {
+                elements.push(d.u32()?);
+            }
+            IndexedValue::Elements(interner.elements(dim, elements))
         }
         _ => return Err(Corrupt("value type")),
     }))
@@ -295,6 +300,7 @@ fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
 fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chunk, Corrupt> {
     let mut d = Dec(b);
     let mut docs = Vec::with_capacity(CHUNK);
+    let mut elements = Vec::new();
     for _ in 0..CHUNK {
         if d.u8()? == 0 {
             docs.push(None);
@@ -304,7 +310,7 @@ fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chun
             .map_err(|_| Corrupt("item id"))?
             .into();
         let values = (0..dims)
-            .map(|dim| decode_value(&mut d, dim, interner))
+            .map(|dim| decode_value(&mut d, dim, interner, &mut elements))
             .collect::<Result<_, _>>()?;
         docs.push(Some(Arc::new(Doc {
             id_key: eval::id_key(&id),
