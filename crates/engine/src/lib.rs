@@ -15,7 +15,7 @@ pub mod stats;
 
 pub use config::Config;
 pub use discern_store::ItemReader;
-pub use respond::{export_line_meta, query_response};
+pub use respond::{export_line_meta, query_response, QueryResponse};
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -711,6 +711,18 @@ mod tests {
         e
     }
 
+    /// An engine opened on `dir` with the dimensions document `dims`, not yet populated.
+    fn engine_with(dir: &std::path::Path, dims: &[u8]) -> (Arc<Engine>, WriterGuard) {
+        let config = Config {
+            data_dir: dir.to_path_buf(),
+            ..Config::default()
+        };
+        let e = Engine::open(config, true).unwrap();
+        let mut g = e.lock_writer_blocking();
+        e.set_dimensions(&mut g, dims).unwrap();
+        (e, g)
+    }
+
     fn apply(e: &Engine, doc: &str) {
         let mut g = e.lock_writer_blocking();
         e.apply(&mut g, ChangesetType::Delta, doc.as_bytes())
@@ -721,17 +733,10 @@ mod tests {
     #[test]
     fn start_up_loads_the_zip_table_for_geoloc_dimensions() {
         let d = tempfile::tempdir().unwrap();
-        let config = Config {
-            data_dir: d.path().to_path_buf(),
-            ..Config::default()
-        };
-        let e = Engine::open(config, true).unwrap();
-        let mut g = e.lock_writer_blocking();
-        e.set_dimensions(
-            &mut g,
+        let (e, mut g) = engine_with(
+            d.path(),
             b"<dimensions><dimension id='g' type='geoloc'/></dimensions>",
-        )
-        .unwrap();
+        );
         // (no test in this binary extracts a ZIP code: nothing else loads the table)
         assert!(!discern_dimensions::zip::loaded());
         e.populate(&mut g).unwrap();
@@ -743,6 +748,48 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+
+    /// A query's `properties` show each record's properties in stored order (all, or
+    /// those asked for), as text and as a value alike.
+    #[test]
+    fn query_properties_keep_the_stored_order() {
+        let d = tempfile::tempdir().unwrap();
+        let (e, mut g) = engine_with(
+            d.path(),
+            b"<dimensions><dimension id='k' type='keyword'/></dimensions>",
+        );
+        e.populate(&mut g).unwrap();
+        drop(g);
+        let entry = |n: &str, v: &str| format!("<entry name='{n}'><string>{v}</string></entry>");
+        apply(
+            &e,
+            &format!(
+                "<changeset><set-item id='a'><properties><struct>{}{}{}{}</struct></properties></set-item></changeset>",
+                entry("z", "1"),
+                entry("k", "v"),
+                entry("m", "q\"x"),
+                entry("a", "2")
+            ),
+        );
+        let ask = |props: serde_json::Value| {
+            let body = serde_json::json!({"criteria": [{"dimension": "k", "value": "v"}], "pageSize": 10, "properties": props});
+            query_response(&e, &body).unwrap()
+        };
+        let all = ask(serde_json::json!([]));
+        assert_eq!(all.total_size(), Some(1));
+        let text = all.to_text();
+        assert!(
+            text.contains(r#""properties":[{"z":"1","k":"v","m":"q\"x","a":"2"}]"#),
+            "{text}"
+        );
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(all.into_value().unwrap(), value);
+        let picked = ask(serde_json::json!(["a", "z", "none"])).to_text();
+        assert!(
+            picked.contains(r#""properties":[{"z":"1","a":"2"}]"#),
+            "{picked}"
+        );
     }
 
     /// A view keeps the items of its snapshot, whatever commits after it.

@@ -227,6 +227,20 @@ pub(crate) fn within(
     distance: f64,
     unit: Unit,
 ) -> Option<RoaringBitmap> {
+    Some(
+        within_cells(post, boxes, distance, unit)?
+            .into_iter()
+            .union(),
+    )
+}
+
+/// The postings of the grid cells `within` unites (`None` where it gives up).
+pub(crate) fn within_cells<'p>(
+    post: &'p DimPostings,
+    boxes: &[(f64, f64, f64, f64)],
+    distance: f64,
+    unit: Unit,
+) -> Option<Vec<&'p RoaringBitmap>> {
     if distance.is_nan() || distance < 0.0 {
         return None;
     }
@@ -270,7 +284,7 @@ pub(crate) fn within(
             );
         }
     }
-    Some(postings.into_iter().union())
+    Some(postings)
 }
 
 #[cfg(test)]

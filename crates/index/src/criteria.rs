@@ -94,10 +94,13 @@ pub struct ElementRule {
     pub(crate) best: f64,
 }
 
+/// Each element's rule. `closeness`: whether close elements can score (a
+/// `fuzzyRelevance` above 0); when not, `best` is left 0 — it would be multiplied by 0 —
+/// and a query on a large tree skips a closeness per element and wanted element.
 fn element_rules(
     set: &ElementSet,
-    tree: bool,
-    ordered: bool,
+    (tree, ordered): (bool, bool),
+    closeness: bool,
     wanted: &[u32],
     isolated: &[u32],
     not: &[u32],
@@ -112,7 +115,7 @@ fn element_rules(
     (0..set.elements.len() as u32)
         .map(|b| {
             let mut best: f64 = 0.0;
-            for &a in wanted.iter().chain(isolated) {
+            for &a in wanted.iter().chain(isolated).filter(|_| closeness) {
                 let c = if tree {
                     tree_closeness(set, a, b)
                 } else if ordered {
@@ -339,7 +342,14 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
             } else {
                 let ordered = matches!(dim.kind, DimensionKind::Ordered(_));
                 Matcher::Elements {
-                    table: element_rules(set, tree, ordered, &wanted, &isolated, &not),
+                    table: element_rules(
+                        set,
+                        (tree, ordered),
+                        leaf.fuzzy_rel > 0.0,
+                        &wanted,
+                        &isolated,
+                        &not,
+                    ),
                     set: set.clone(),
                     tree,
                     ordered,

@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
-use crate::candidates::{element_union, numeric_buckets, within};
+use crate::candidates::{element_union, numeric_buckets, within_cells};
 use crate::columns::ChunkCols;
 use crate::criteria::{
     Criterion, ElementRule, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean,
@@ -62,44 +62,60 @@ pub(crate) fn exact_results(
 /// The documents that every one of `leaves` finds exact and does not cull (with a value:
 /// `nullExactMatch` must be false), among `within` (every live document when `None`);
 /// `None` when a leaf's exact documents are not named by the postings.
+///
+/// The leaves are taken smallest first (by the size of the postings they read). A leaf
+/// whose exact set is one posting list is intersected with it; one whose set is a union
+/// of many lists (a state's counties and cities, a date range's buckets, grid cells) is
+/// united and intersected only while the documents left are many: once they are few
+/// beside the postings the union would read, each one left is checked by the leaf's
+/// rule instead (uniting a few hundred thousand documents to keep a few hundred of them
+/// was most of an exact request's time).
 pub(crate) fn exact_intersection(
     snap: &Snapshot,
     leaves: &[&Leaf],
     ctx: &EvalCtx,
     within: Option<&RoaringBitmap>,
 ) -> Option<RoaringBitmap> {
-    let mut sets: Vec<Exact<'_>> = Vec::with_capacity(leaves.len());
+    let mut plans: Vec<(Volume, &Leaf, usize)> = Vec::with_capacity(leaves.len());
     for leaf in leaves {
         // (`{"dimension": ""}` finds every item exact)
         if let Some(dim) = leaf.dim {
             // (postings not built yet: scored instead)
-            sets.push(exact_set(snap, dim, leaf, snap.postings(dim)?)?);
+            let post = snap.postings(dim)?;
+            plans.push((volume(leaf, post)?, leaf, dim));
         }
     }
-    // the documents every criterion may find exact, smallest sets first (each
-    // intersection is then at most that small)
-    let mut maybe: Vec<RoaringBitmap> = sets
-        .iter_mut()
-        .map(|s| match &s.unsure {
+    plans.sort_by_key(|(v, ..)| v.docs);
+    let mut out: Option<RoaringBitmap> = within.cloned();
+    // sets whose postings leave documents for the rule to decide: checked last, on the
+    // documents every other criterion kept
+    let mut unsure: Vec<Exact<'_>> = Vec::new();
+    for (v, leaf, dim) in plans {
+        if let Some(o) = &out {
+            if o.is_empty() {
+                break;
+            }
+            if !v.one_list && !leaf.null_exact && o.len().saturating_mul(RULE_CHECK_COST) < v.work {
+                out = Some(members_exact_on(snap, leaf, ctx, o));
+                continue;
+            }
+        }
+        let mut s = exact_set(snap, dim, leaf, snap.postings(dim)?)?;
+        let maybe = match &s.unsure {
             Some(u) => &s.sure | &u.docs,
             None => std::mem::take(&mut s.sure),
-        })
-        .collect();
-    maybe.extend(within.cloned());
-    maybe.sort_by_key(RoaringBitmap::len);
-    let mut maybe = maybe.into_iter();
-    let mut out = match maybe.next() {
-        Some(first) => first,
-        None => snap.live_docs().clone(),
-    };
-    for s in maybe {
-        if out.is_empty() {
-            break;
+        };
+        out = Some(match out {
+            Some(o) => o & maybe,
+            None => maybe,
+        });
+        if s.unsure.is_some() {
+            unsure.push(s);
         }
-        out &= s;
     }
+    let mut out = out.unwrap_or_else(|| snap.live_docs().clone());
     // then the documents left that a criterion's postings cannot decide, by its rule
-    for s in &sets {
+    for s in &unsure {
         if let Some(u) = &s.unsure {
             let check = (&out & &u.docs) - &s.sure;
             if !check.is_empty() {
@@ -108,6 +124,89 @@ pub(crate) fn exact_intersection(
         }
     }
     Some(out)
+}
+
+/// What a leaf's exact set costs to make from the postings: `docs`, the documents of the
+/// posting lists it reads (a bound on its size), `work`, what uniting them costs (in
+/// array elements merged: see `union_work`), and whether it is one list as it stands
+/// (nothing to unite).
+struct Volume {
+    docs: u64,
+    work: u64,
+    one_list: bool,
+}
+
+/// Checking a document by a leaf's rule (its chunk's column, the rule) costs about as
+/// much as merging this many array elements into a union (1 in tests, so that the
+/// property tests take both ways).
+const RULE_CHECK_COST: u64 = if cfg!(test) { 1 } else { 24 };
+
+/// What uniting `b` into a union costs, in array elements merged: an array container
+/// is merged an element at a time, a bitset container a 1,024-word block at a time.
+fn union_work(b: &RoaringBitmap) -> u64 {
+    let s = b.statistics();
+    s.n_values_array_containers as u64
+        + 128 * s.n_bitset_containers as u64
+        + s.n_bytes_run_containers / 2
+}
+
+/// The postings `exact_set` reads for `leaf`; `None` where it gives up.
+fn volume(leaf: &Leaf, post: &DimPostings) -> Option<Volume> {
+    let lists = |sets: &mut dyn Iterator<Item = &RoaringBitmap>| {
+        sets.fold((0u64, 0u64, 0usize), |(docs, work, n), b| {
+            (docs + b.len(), work + union_work(b), n + 1)
+        })
+    };
+    let one = |b: &RoaringBitmap| Volume {
+        docs: b.len(),
+        work: 0,
+        one_list: true,
+    };
+    Some(match &leaf.matcher {
+        Matcher::Has => one(&post.has),
+        Matcher::Keyword {
+            docs: Some((holding, _)),
+            ..
+        } => one(holding),
+        Matcher::Keyword { docs: None, .. } => return None,
+        Matcher::Elements {
+            only_not, table, ..
+        } => {
+            let keys = |pick: fn(&ElementRule) -> bool| {
+                let picked = table.iter().enumerate().filter(move |(_, rule)| pick(rule));
+                picked.filter_map(|(e, _)| post.get(&(e as u32).to_be_bytes()))
+            };
+            let excluded = lists(&mut keys(|rule| rule.excluded));
+            let wanted = if *only_not {
+                (post.has.len(), 0, 1)
+            } else {
+                lists(&mut keys(|rule| rule.exact))
+            };
+            Volume {
+                docs: wanted.0,
+                work: wanted.1 + excluded.1,
+                one_list: wanted.2 <= 1 && excluded.2 == 0,
+            }
+        }
+        Matcher::Numeric { set, .. } => {
+            let (docs, work, _) =
+                lists(&mut numeric_buckets(post, set).into_iter().map(|(_, b)| b));
+            Volume {
+                docs,
+                work,
+                one_list: false,
+            }
+        }
+        Matcher::Geo { .. } => {
+            let (docs, work, _) = lists(&mut near_cells(leaf, post)?.into_iter());
+            Volume {
+                docs,
+                work,
+                one_list: false,
+            }
+        }
+        Matcher::Text(_) => return None,
+    })
 }
 
 /// Whether every document `leaf` does not find exact gets relevance 0 from it (so that
@@ -198,15 +297,8 @@ fn exact_set<'a>(
                 unsure: Some(Unsure { docs: cut, leaf }),
             }
         }
-        Matcher::Geo {
-            reference,
-            exact,
-            iso,
-            unit,
-            ..
-        } => {
-            // (an iso step rounds distances down by less than one step)
-            let near = within(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit)?;
+        Matcher::Geo { .. } => {
+            let near = near_cells(leaf, post)?.into_iter().union();
             Exact {
                 sure: RoaringBitmap::new(),
                 unsure: Some(Unsure { docs: near, leaf }),
@@ -214,6 +306,23 @@ fn exact_set<'a>(
         }
         Matcher::Text(_) => return None,
     })
+}
+
+/// The postings of the grid cells holding every document a geo `leaf` may find exact;
+/// `None` for another leaf, or where `within_cells` gives up.
+fn near_cells<'p>(leaf: &Leaf, post: &'p DimPostings) -> Option<Vec<&'p RoaringBitmap>> {
+    let Matcher::Geo {
+        reference,
+        exact,
+        iso,
+        unit,
+        ..
+    } = &leaf.matcher
+    else {
+        return None;
+    };
+    // (an iso step rounds distances down by less than one step)
+    within_cells(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit)
 }
 
 /// The smallest and largest double whose bucket is `key` (`numeric_key` inverted).

@@ -4,7 +4,10 @@ mod codec;
 mod error;
 mod value;
 
-pub use codec::{decode_record, encode_record, write_json_string, write_record_json, CodecError};
+pub use codec::{
+    decode_record, encode_record, write_json_string, write_props_json, write_record_json,
+    CodecError,
+};
 pub use error::{Error, Result};
 pub use value::{Record, RecordWithId, Value};
 

@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use discern_engine::query_response;
+use discern_engine::{query_response, QueryResponse};
 use discern_model::Error;
 use serde_json::Value as J;
 
@@ -22,7 +22,7 @@ pub(crate) fn check_queryable(engine: &AppState) -> Result<(), ApiError> {
     }
 }
 
-async fn run_query(engine: AppState, body: J) -> Result<J, ApiError> {
+async fn run_query(engine: AppState, body: J) -> Result<QueryResponse, ApiError> {
     check_queryable(&engine)?;
     let started = std::time::Instant::now();
     let out = tokio::task::spawn_blocking(move || query_response(&engine, &body))
@@ -41,12 +41,16 @@ async fn run_query(engine: AppState, body: J) -> Result<J, ApiError> {
 }
 
 /// Counts the outcome of a JSON API call (SPEC §11 `json.*`, `query.regular|empty.*`).
-fn record(engine: &AppState, started: std::time::Instant, outcome: &Result<(J, String), ApiError>) {
+fn record(
+    engine: &AppState,
+    started: std::time::Instant,
+    outcome: &Result<(QueryResponse, String), ApiError>,
+) {
     let ms = (started.elapsed().as_secs_f64() * 1e3).round();
     match outcome {
         Ok((v, text)) => {
             engine.stats.record("json.success", &[("", ms)]);
-            let empty = v.get("totalSize").and_then(J::as_u64) == Some(0);
+            let empty = v.total_size() == Some(0);
             let family = if empty {
                 "query.empty"
             } else {
@@ -65,12 +69,12 @@ fn record(engine: &AppState, started: std::time::Instant, outcome: &Result<(J, S
 async fn counted(
     engine: AppState,
     req: impl std::future::Future<Output = Result<J, ApiError>>,
-) -> Result<(J, String), ApiError> {
+) -> Result<(QueryResponse, String), ApiError> {
     let started = std::time::Instant::now();
     let out = async {
         let body = req.await?;
         let v = run_query(engine.clone(), body).await?;
-        let text = v.to_string();
+        let text = v.to_text();
         Ok((v, text))
     }
     .await;
