@@ -12,13 +12,13 @@
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
-use crate::candidates::{element_union, numeric_buckets, within_cells};
+use crate::candidates::{numeric_buckets, within_cells};
 use crate::columns::ChunkCols;
 use crate::criteria::{
     Criterion, ElementRule, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean,
 };
 use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
-use crate::postings::{DimPostings, NUMERIC_MANTISSA_BITS};
+use crate::postings::{under_key, DimPostings, NUMERIC_MANTISSA_BITS};
 use crate::{Doc, Snapshot};
 use discern_dimensions::{DimensionKind, Interval, NumericKind};
 
@@ -169,18 +169,13 @@ fn volume(leaf: &Leaf, post: &DimPostings) -> Option<Volume> {
             ..
         } => one(holding),
         Matcher::Keyword { docs: None, .. } => return None,
-        Matcher::Elements {
-            only_not, table, ..
-        } => {
-            let keys = |pick: fn(&ElementRule) -> bool| {
-                let picked = table.iter().enumerate().filter(move |(_, rule)| pick(rule));
-                picked.filter_map(|(e, _)| post.get(&(e as u32).to_be_bytes()))
-            };
-            let excluded = lists(&mut keys(|rule| rule.excluded));
+        Matcher::Elements { only_not, .. } => {
+            let (wanted, excluded) = element_lists(leaf, post)?;
+            let excluded = lists(&mut excluded.into_iter());
             let wanted = if *only_not {
                 (post.has.len(), 0, 1)
             } else {
-                lists(&mut keys(|rule| rule.exact))
+                lists(&mut wanted.into_iter())
             };
             Volume {
                 docs: wanted.0,
@@ -270,18 +265,13 @@ fn exact_set<'a>(
         }
         .into(),
         Matcher::Keyword { docs: None, .. } => return None,
-        Matcher::Elements {
-            only_not, table, ..
-        } => {
-            let elements = |pick: fn(&ElementRule) -> bool| -> Vec<u32> {
-                let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
-                picked.map(|(e, _)| e as u32).collect()
-            };
-            let excluded = element_union(post, &elements(|rule| rule.excluded));
+        Matcher::Elements { only_not, .. } => {
+            let (wanted, excluded) = element_lists(leaf, post)?;
+            let excluded = excluded.into_iter().union();
             let wanted = if *only_not {
                 (*post.has).clone()
             } else {
-                element_union(post, &elements(|rule| rule.exact))
+                wanted.into_iter().union()
             };
             (wanted - excluded).into()
         }
@@ -306,6 +296,45 @@ fn exact_set<'a>(
         }
         Matcher::Text(_) => return None,
     })
+}
+
+/// The posting lists whose union is the documents an element `leaf` finds exact (its
+/// wanted elements, unless it has only exclusions) and those whose union it excludes.
+/// A tree's are each named element's own list and its descendants' (`under_key`), and
+/// the isolated elements' own; another's the lists of the elements its rules pick.
+fn element_lists<'p>(
+    leaf: &Leaf,
+    post: &'p DimPostings,
+) -> Option<(Vec<&'p RoaringBitmap>, Vec<&'p RoaringBitmap>)> {
+    let Matcher::Elements {
+        table,
+        tree,
+        wanted,
+        isolated,
+        not,
+        ..
+    } = &leaf.matcher
+    else {
+        return None;
+    };
+    if *tree {
+        let subtrees = |ids: &[u32]| -> Vec<&'p RoaringBitmap> {
+            let keys = ids
+                .iter()
+                .flat_map(|&e| [e.to_be_bytes().to_vec(), under_key(e).to_vec()]);
+            keys.filter_map(|k| post.get(&k)).collect()
+        };
+        let mut exact = subtrees(wanted);
+        exact.extend(isolated.iter().filter_map(|e| post.get(&e.to_be_bytes())));
+        return Some((exact, subtrees(not)));
+    }
+    let picked = |pick: fn(&ElementRule) -> bool| -> Vec<&'p RoaringBitmap> {
+        let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
+        picked
+            .filter_map(|(e, _)| post.get(&(e as u32).to_be_bytes()))
+            .collect()
+    };
+    Some((picked(|rule| rule.exact), picked(|rule| rule.excluded)))
 }
 
 /// The postings of the grid cells holding every document a geo `leaf` may find exact;

@@ -17,7 +17,7 @@
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, Weak};
 
-use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
+use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue};
 use imbl::OrdMap;
 
 use crate::FastMap;
@@ -109,6 +109,23 @@ pub(crate) fn cell_key(row: u32, col: u32) -> [u8; 8] {
     k[..4].copy_from_slice(&row.to_be_bytes());
     k[4..].copy_from_slice(&col.to_be_bytes());
     k
+}
+
+/// The key of the documents tagged with a strict descendant of tree element `e` (an
+/// element's own key is its 4 bytes): a tree criterion on a state is then two sets, not
+/// the union of its every county's and city's.
+pub(crate) fn under_key(e: u32) -> [u8; 5] {
+    let mut k = [b'^'; 5];
+    k[1..].copy_from_slice(&e.to_be_bytes());
+    k
+}
+
+/// The tree of dimension `d`, whose elements' ancestors are keyed too (`under_key`).
+fn tree_of(d: &discern_dimensions::Dimension) -> Option<&ElementSet> {
+    match &d.kind {
+        DimensionKind::Tree(set) => Some(set),
+        _ => None,
+    }
 }
 
 /// Mantissa bits a numeric bucket keeps: 256 buckets per power of two.
@@ -214,11 +231,12 @@ impl KeyBuf {
         }
     }
 
-    /// The keys of `value` (none when absent), sorted and distinct.
-    fn fill(&mut self, value: Option<&IndexedValue>) {
+    /// The keys of `value` (none when absent), sorted and distinct; `tree`: the
+    /// dimension's tree, when it is one.
+    fn fill(&mut self, value: Option<&IndexedValue>, tree: Option<&ElementSet>) {
         match value {
             Some(v) => {
-                self.fill_unsorted(v);
+                self.fill_unsorted(v, tree);
                 if let IndexedValue::Text(fields) = v {
                     self.push_levels();
                     for fi in 0..fields.groups() {
@@ -244,7 +262,7 @@ impl KeyBuf {
     }
 
     /// The keys of `value` in value order, repeats included; no level keys.
-    fn fill_unsorted(&mut self, value: &IndexedValue) {
+    fn fill_unsorted(&mut self, value: &IndexedValue, tree: Option<&ElementSet>) {
         self.arena.clear();
         self.spans.clear();
         let (arena, spans) = (&mut self.arena, &mut self.spans);
@@ -255,7 +273,15 @@ impl KeyBuf {
         };
         match value {
             IndexedValue::Strings(vs) => vs.iter().for_each(|v| push(&[v.as_bytes()])),
-            IndexedValue::Elements(es) => es.iter().for_each(|e| push(&[&e.to_be_bytes()])),
+            IndexedValue::Elements(es) => es.iter().for_each(|&e| {
+                push(&[&e.to_be_bytes()]);
+                let parent = |e: u32| tree?.elements.get(e as usize)?.parent;
+                let mut up = parent(e);
+                while let Some(a) = up {
+                    push(&[&under_key(a)]);
+                    up = parent(a);
+                }
+            }),
             IndexedValue::Text(fields) => {
                 for fi in 0..fields.groups() {
                     let f = (fi as u16).to_be_bytes();
@@ -341,6 +367,7 @@ pub(crate) fn build(
                 _ => Vec::new(),
             };
             let mut kb = KeyBuf::new();
+            let tree = tree_of(d);
             let mut level_key = Vec::new();
             for &(n, values) in docs {
                 let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
@@ -369,7 +396,7 @@ pub(crate) fn build(
                 }
                 // documents come in ascending order: a repeated key of this document
                 // is the last entry of its list already
-                kb.fill_unsorted(v);
+                kb.fill_unsorted(v, tree);
                 for i in 0..kb.len() {
                     let k = kb.get(i);
                     let level = match map.get_mut(k) {
@@ -488,6 +515,8 @@ pub(crate) struct PostingsDelta {
     dims: Vec<Option<DimDelta>>,
     live: Delta,
     bufs: (KeyBuf, KeyBuf),
+    /// Per dimension, its tree when it is one (see `under_key`).
+    trees: Vec<Option<Arc<ElementSet>>>,
 }
 
 impl PostingsDelta {
@@ -500,6 +529,14 @@ impl PostingsDelta {
                 .collect(),
             live: Delta::default(),
             bufs: (KeyBuf::new(), KeyBuf::new()),
+            trees: dims
+                .dims
+                .iter()
+                .map(|d| match &d.kind {
+                    DimensionKind::Tree(set) => Some(set.clone()),
+                    _ => None,
+                })
+                .collect(),
         }
     }
 
@@ -548,8 +585,9 @@ impl PostingsDelta {
                     }
                 }
             }
-            ob.fill(before);
-            nb.fill(after);
+            let tree = self.trees.get(di).and_then(|t| t.as_deref());
+            ob.fill(before, tree);
+            nb.fill(after, tree);
             // merge walk over the two sorted key lists
             let (mut i, mut j) = (0, 0);
             while i < ob.len() || j < nb.len() {
