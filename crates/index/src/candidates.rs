@@ -230,23 +230,24 @@ pub(crate) fn within(
     Some(
         within_cells(post, boxes, distance, unit)?
             .into_iter()
+            .map(|(_, b)| b)
             .union(),
     )
 }
 
-/// The postings of the grid cells `within` unites (`None` where it gives up).
+/// The grid cells `within` unites, each its key and postings (`None` where it gives up).
 pub(crate) fn within_cells<'p>(
     post: &'p DimPostings,
     boxes: &[(f64, f64, f64, f64)],
     distance: f64,
     unit: Unit,
-) -> Option<Vec<&'p RoaringBitmap>> {
+) -> Option<Vec<(&'p [u8], &'p RoaringBitmap)>> {
     if distance.is_nan() || distance < 0.0 {
         return None;
     }
     // angular radius, widened for rounding
     let theta = (distance / unit.earth_radius()).to_degrees() * (1.0 + 1e-9) + 1e-9;
-    let mut postings: Vec<&RoaringBitmap> = Vec::new();
+    let mut postings: Vec<(&[u8], &RoaringBitmap)> = Vec::new();
     for &(lat0, lat1, lon0, lon1) in boxes {
         let (lat_lo, lat_hi) = (lat0 - theta, lat1 + theta);
         if lat_lo <= -90.0 || lat_hi >= 90.0 || theta >= 90.0 {
@@ -280,7 +281,7 @@ pub(crate) fn within_cells<'p>(
                         Bound::Included(lo.as_slice()),
                         Bound::Included(hi.as_slice()),
                     ))
-                    .map(|(_, b)| &**b),
+                    .map(|(k, b)| (&**k, &**b)),
             );
         }
     }

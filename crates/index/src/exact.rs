@@ -18,7 +18,8 @@ use crate::criteria::{
     Criterion, ElementRule, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean,
 };
 use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
-use crate::postings::{under_key, DimPostings, NUMERIC_MANTISSA_BITS};
+use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
+use crate::postings::{under_key, DimPostings, CELL_DEG, NUMERIC_MANTISSA_BITS};
 use crate::{Doc, Snapshot};
 use discern_dimensions::{DimensionKind, Interval, NumericKind};
 
@@ -193,7 +194,8 @@ fn volume(leaf: &Leaf, post: &DimPostings) -> Option<Volume> {
             }
         }
         Matcher::Geo { .. } => {
-            let (docs, work, _) = lists(&mut near_cells(leaf, post)?.into_iter());
+            let cells = near_cells(leaf, post)?;
+            let (docs, work, _) = lists(&mut cells.into_iter().map(|(_, b)| b));
             Volume {
                 docs,
                 work,
@@ -287,11 +289,28 @@ fn exact_set<'a>(
                 unsure: Some(Unsure { docs: cut, leaf }),
             }
         }
-        Matcher::Geo { .. } => {
-            let near = near_cells(leaf, post)?.into_iter().union();
+        Matcher::Geo {
+            reference,
+            exact,
+            cull,
+            unit,
+            ..
+        } => {
+            // the documents of cells wholly within the distance are exact (and kept)
+            // without a distance each: a 25-mile circle holds dozens of whole cells
+            let limit = exact.min(cull.unwrap_or(f64::INFINITY));
+            let (inside, near): (Vec<_>, Vec<_>) =
+                near_cells(leaf, post)?.into_iter().partition(|(k, _)| {
+                    reference
+                        .single_point()
+                        .is_some_and(|p| cell_within(k, p, limit, reference, *unit))
+                });
             Exact {
-                sure: RoaringBitmap::new(),
-                unsure: Some(Unsure { docs: near, leaf }),
+                sure: inside.into_iter().map(|(_, b)| b).union(),
+                unsure: Some(Unsure {
+                    docs: near.into_iter().map(|(_, b)| b).union(),
+                    leaf,
+                }),
             }
         }
         Matcher::Text(_) => return None,
@@ -339,7 +358,10 @@ fn element_lists<'p>(
 
 /// The postings of the grid cells holding every document a geo `leaf` may find exact;
 /// `None` for another leaf, or where `within_cells` gives up.
-fn near_cells<'p>(leaf: &Leaf, post: &'p DimPostings) -> Option<Vec<&'p RoaringBitmap>> {
+fn near_cells<'p>(
+    leaf: &Leaf,
+    post: &'p DimPostings,
+) -> Option<Vec<(&'p [u8], &'p RoaringBitmap)>> {
     let Matcher::Geo {
         reference,
         exact,
@@ -352,6 +374,35 @@ fn near_cells<'p>(leaf: &Leaf, post: &'p DimPostings) -> Option<Vec<&'p RoaringB
     };
     // (an iso step rounds distances down by less than one step)
     within_cells(post, &reference.boxes(), exact + iso.unwrap_or(0.0), *unit)
+}
+
+/// Whether every place in the grid cell keyed `key` is within `limit` of `point` (the
+/// whole of `reference`), by the rule's distance. The farthest place of a cell spanning
+/// less than a quarter turn of longitude from the point is one of its corners: along a
+/// parallel the distance grows with the longitude difference, and along a meridian its
+/// cosine is `R cos(φ − α)`, highest at one latitude, so the distance is largest at an
+/// end. The corners are taken a hair outside the cell, and the distance a millionth
+/// short of `limit` (far above the rounding of any distance computed).
+fn cell_within(key: &[u8], point: (f64, f64), limit: f64, reference: &GeoRef, unit: Unit) -> bool {
+    let Ok(key) = <[u8; 8]>::try_from(key) else {
+        return false;
+    };
+    let row = u32::from_be_bytes([key[0], key[1], key[2], key[3]]) as f64;
+    let col = u32::from_be_bytes([key[4], key[5], key[6], key[7]]) as f64;
+    const PAD: f64 = 1e-9;
+    let (lat0, lon0) = (row * CELL_DEG - 90.0 - PAD, col * CELL_DEG - 180.0 - PAD);
+    let (lat1, lon1) = (lat0 + CELL_DEG + 2.0 * PAD, lon0 + CELL_DEG + 2.0 * PAD);
+    if lat0 < -90.0
+        || lat1 > 90.0
+        || (lon0 - point.1).abs() >= 90.0
+        || (lon1 - point.1).abs() >= 90.0
+    {
+        return false;
+    }
+    let within = limit * (1.0 - FLOOR_SLACK);
+    [(lat0, lon0), (lat0, lon1), (lat1, lon0), (lat1, lon1)]
+        .iter()
+        .all(|&(la, lo)| reference.distance(la, lo, unit) <= within)
 }
 
 /// The smallest and largest double whose bucket is `key` (`numeric_key` inverted).
@@ -590,6 +641,48 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
     use std::sync::Arc;
+
+    proptest! {
+        /// Every place of a cell `cell_within` finds wholly within a distance is within
+        /// it, by both distances the rules compute (from a column, from a row); the
+        /// corners' neighbourhood and the middle are looked at. A wide circle holds whole
+        /// cells (the test is not vacuous).
+        #[test]
+        fn cells_found_within_hold_only_places_within(
+            lat in -75.0f64..75.0,
+            lon in -170.0f64..170.0,
+            limit in 1.0f64..40.0,
+            km in any::<bool>(),
+        ) {
+            use crate::geo::GeoPoint;
+            use crate::postings::{cell, cell_key};
+            let unit = if km { Unit::Km } else { Unit::Miles };
+            let r = GeoRef::of_point(lat, lon);
+            let pre = r.geo_points();
+            let (r0, c0) = cell(lat, lon);
+            let mut inside = 0;
+            for row in r0.saturating_sub(8)..=r0 + 8 {
+                for col in c0.saturating_sub(8)..=c0 + 8 {
+                    if !cell_within(&cell_key(row, col), (lat, lon), limit, &r, unit) {
+                        continue;
+                    }
+                    inside += 1;
+                    for i in 0..=20 {
+                        for j in 0..=20 {
+                            let la = row as f64 * CELL_DEG - 90.0 + i as f64 * CELL_DEG / 20.0;
+                            let lo = col as f64 * CELL_DEG - 180.0 + j as f64 * CELL_DEG / 20.0;
+                            prop_assert!(r.distance(la, lo, unit) <= limit);
+                            let d = r.distance_pre(&GeoPoint::new(la, lo), la, &pre, unit);
+                            prop_assert!(d <= limit);
+                        }
+                    }
+                }
+            }
+            if limit > 25.0 {
+                prop_assert!(inside > 0);
+            }
+        }
+    }
 
     /// Whole numbers near the edges of buckets (where a bound cuts one), or anywhere.
     fn near_edge() -> impl Strategy<Value = i64> {

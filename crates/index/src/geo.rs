@@ -85,7 +85,7 @@ pub struct GeoRef {
 /// Relative and absolute slack of `GeoRef::distance_floor` below the computed distance:
 /// far above the rounding of `haversine_pre`, whose worst case (points nearly antipodal,
 /// where `asin` is steep) is a relative ~1e-8.
-const FLOOR_SLACK: f64 = 1e-6;
+pub(crate) const FLOOR_SLACK: f64 = 1e-6;
 
 /// No computed distance exceeds this: half the circumference, with the same slack.
 pub fn max_distance(unit: Unit) -> f64 {
@@ -93,6 +93,27 @@ pub fn max_distance(unit: Unit) -> f64 {
 }
 
 impl GeoRef {
+    /// The reference of one point.
+    #[cfg(test)]
+    pub(crate) fn of_point(lat: f64, lon: f64) -> GeoRef {
+        GeoRef {
+            points: vec![(lat, lon)],
+            ..Default::default()
+        }
+    }
+
+    /// The reference's point when it is exactly one point.
+    pub(crate) fn single_point(&self) -> Option<(f64, f64)> {
+        match (
+            &self.points[..],
+            self.lines.is_empty(),
+            self.polygons.is_empty(),
+        ) {
+            (&[p], true, true) => Some(p),
+            _ => None,
+        }
+    }
+
     /// The latitude bands, in radians, that hold the nearest point of the reference to
     /// any place (from `boxes`), for `distance_floor`.
     pub fn lat_bands(&self) -> Vec<(f64, f64)> {
