@@ -497,13 +497,30 @@ impl Engine {
                 // postings take this apply's changes, so that the next apply finds them
                 // current.
                 let spare = guard.index.spare();
+                let current = Arc::downgrade(&self.snapshot.load());
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
                     .spawn(move || {
-                        drop(old);
-                        spare.catch_up();
+                        let rebuild = current
+                            .upgrade()
+                            .map(|now| now.columns_to_rebuild(&old))
+                            .unwrap_or_default();
+                        process::in_background(move || {
+                            drop(old);
+                            spare.catch_up();
+                        });
                         if big {
                             process::release_free_memory();
+                        }
+                        // The chunks this apply copied lost their columns: built again
+                        // here, one core's work, rather than by the next requests on
+                        // their way (a rank request after a delta rebuilt ~600 chunks,
+                        // ~100 ms). Stops once a newer snapshot replaced this one.
+                        for job in &rebuild {
+                            match current.upgrade() {
+                                Some(now) => now.build_columns(job),
+                                None => break,
+                            }
                         }
                     });
                 if merge {
@@ -549,7 +566,7 @@ impl Engine {
                 crate::process::thread_started();
                 let started = std::time::Instant::now();
                 let base = me.snapshot();
-                let merged = base.merge_terms();
+                let merged = process::in_background(|| base.merge_terms());
                 tracing::debug!(ms = started.elapsed().as_millis() as u64, "terms merged");
                 let _guard = me.lock_writer_blocking();
                 let cur = me.snapshot();

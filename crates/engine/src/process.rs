@@ -157,6 +157,26 @@ pub fn heap_committed_bytes(in_use: u64) -> u64 {
     (commit as u64).max(in_use)
 }
 
+/// Runs `f` — upkeep after an apply: the spare postings' catch-up, rebuilding columns,
+/// merging term dictionaries — on a pool of one thread, so that its parallel loops
+/// take one core, never both from the requests (the first request after a delta waited
+/// 25–50 ms behind the catch-up's tasks in the shared pool).
+pub fn in_background<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "upkeep".into())
+            .start_handler(|_| thread_started())
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
 /// Returns the allocator's free memory to the operating system. Building, loading or
 /// replacing a whole index frees gigabytes of temporaries the allocator would otherwise
 /// keep. A thread's heap is collected only by that thread (and an idle one never

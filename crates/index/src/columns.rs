@@ -132,9 +132,6 @@ pub(crate) struct ChunkCols {
     /// Each document's `Doc::id_key` (0 for an empty slot): ordering ties between
     /// results read these instead of every row.
     id_keys: Box<[u64]>,
-    /// The smallest `id_key` of a document in the chunk (`u64::MAX` when it has none):
-    /// a search for the first ids skips chunks that start past what it has.
-    min_id_key: u64,
 }
 
 #[inline(always)]
@@ -289,20 +286,13 @@ impl ChunkCols {
             .iter()
             .map(|d| d.as_ref().map_or(0, |d| d.id_key))
             .collect();
-        let min_id_key = docs.iter().flatten().map(|d| d.id_key).min();
         ChunkCols {
             keys: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             segments: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             live: docs.iter().flatten().count() as u32,
             dims: cols,
             id_keys,
-            min_id_key: min_id_key.unwrap_or(u64::MAX),
         }
-    }
-
-    /// The smallest `id_key` among the chunk's documents (`u64::MAX` without any).
-    pub(crate) fn min_id_key(&self) -> u64 {
-        self.min_id_key
     }
 
     /// Document `i`'s `Doc::id_key`.

@@ -493,7 +493,9 @@ fn for_each_doc<'s>(
         if c != chunk_no {
             chunk_no = c;
             chunk = snap.chunks().get(c);
-            cols = snap.chunk_cols(c);
+            // (columns are read where built, not built for the few documents a set
+            // check or a page visits: after an apply, the chunks it copied have none)
+            cols = snap.built_chunk_cols(c);
         }
         if let Some(Some(doc)) = chunk.and_then(|ch| ch.docs.get(i)) {
             f(n, doc, cols.map(|cc| (cc, i)));
@@ -564,12 +566,10 @@ fn first_by_id(snap: &Snapshot, set: &RoaringBitmap, r: f64, k: usize) -> Vec<Hi
     while let Some(first) = set.range(next..).next() {
         let c = first as usize / crate::CHUNK;
         let end = u32::try_from((c + 1) * crate::CHUNK).unwrap_or(u32::MAX);
-        let cols = snap.chunk_cols(c);
         // (equal keys may still be smaller ids)
-        let passed = matches!(
-            (top.worst_id_key(), cols),
-            (Some(worst), Some(cols)) if cols.min_id_key() > worst
-        );
+        let passed = top
+            .worst_id_key()
+            .is_some_and(|worst| snap.chunk_min_id_key(c) > worst);
         if !passed {
             for_each_doc(snap, set.range(first..end), |n, doc, cols| {
                 top.offer(n, doc, id_key(doc, cols), true, r)

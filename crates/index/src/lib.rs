@@ -65,6 +65,9 @@ pub struct Doc {
 struct Chunk {
     docs: Vec<Option<Arc<Doc>>>,
     cols: OnceLock<ChunkCols>,
+    /// The smallest `Doc::id_key` of the chunk (`u64::MAX` when empty), found on first
+    /// use: a first page by id skips chunks by it without building their columns.
+    min_id_key: OnceLock<u64>,
 }
 
 impl Clone for Chunk {
@@ -72,6 +75,7 @@ impl Clone for Chunk {
         Chunk {
             docs: self.docs.clone(),
             cols: OnceLock::new(),
+            min_id_key: OnceLock::new(),
         }
     }
 }
@@ -80,6 +84,22 @@ impl Chunk {
     fn cols(&self, dims: &Dimensions) -> &ChunkCols {
         self.cols.get_or_init(|| ChunkCols::build(dims, &self.docs))
     }
+
+    fn min_id_key(&self) -> u64 {
+        *self.min_id_key.get_or_init(|| {
+            let keys = self.docs.iter().flatten().map(|d| d.id_key);
+            keys.min().unwrap_or(u64::MAX)
+        })
+    }
+}
+
+/// One chunk's columns to build again (`Snapshot::columns_to_rebuild`).
+pub struct ColumnsToBuild {
+    chunk: usize,
+    /// Dimensions whose key columns were built.
+    keys: Vec<usize>,
+    /// Dimensions whose facet range segments were built.
+    segments: Vec<usize>,
 }
 
 /// An immutable view of the index. Cheap to clone (chunks are shared).
@@ -239,6 +259,16 @@ impl Snapshot {
         Some(self.chunks.get(c)?.cols(&self.dims))
     }
 
+    /// The typed columns of chunk `c` if they are built.
+    pub(crate) fn built_chunk_cols(&self, c: usize) -> Option<&ChunkCols> {
+        self.chunks.get(c)?.cols.get()
+    }
+
+    /// The smallest `Doc::id_key` of chunk `c` (`u64::MAX` when it holds none).
+    pub(crate) fn chunk_min_id_key(&self, c: usize) -> u64 {
+        self.chunks.get(c).map_or(u64::MAX, |ch| ch.min_id_key())
+    }
+
     /// The key numbers of keyword or groupBy dimension `di`.
     pub(crate) fn key_numbers(&self, di: usize) -> Option<&KeyNumbers> {
         self.keys.get(di)?.as_deref()
@@ -267,6 +297,48 @@ impl Snapshot {
         let chunk = self.chunks.get(c)?;
         let col = chunk.cols(&self.dims).keys.get(di)?;
         Some(col.get_or_init(|| KeyCol::build(&chunk.docs, di, numbers)))
+    }
+
+    /// The chunks whose columns `before` (the snapshot this one replaced) had built and
+    /// this one has not — the chunks an apply copied, whose columns it dropped — each with
+    /// the key and segment columns `before` had built for it (see `build_columns`).
+    pub fn columns_to_rebuild(&self, before: &Snapshot) -> Vec<ColumnsToBuild> {
+        if !Arc::ptr_eq(&self.dims, &before.dims) {
+            return Vec::new(); // other dimensions: other columns
+        }
+        fn built<T>(cells: &[OnceLock<T>]) -> Vec<usize> {
+            (0..cells.len())
+                .filter(|&di| cells[di].get().is_some())
+                .collect()
+        }
+        self.chunks
+            .iter()
+            .zip(&before.chunks)
+            .enumerate()
+            .filter(|(_, (now, old))| !Arc::ptr_eq(now, old) && now.cols.get().is_none())
+            .filter_map(|(chunk, (_, old))| {
+                let cols = old.cols.get()?;
+                Some(ColumnsToBuild {
+                    chunk,
+                    keys: built(&cols.keys),
+                    segments: built(&cols.segments),
+                })
+            })
+            .collect()
+    }
+
+    /// Builds the columns `job` names (for a request that would otherwise build them on
+    /// its way: the engine does so in the background after an apply).
+    pub fn build_columns(&self, job: &ColumnsToBuild) {
+        if self.chunk_cols(job.chunk).is_none() {
+            return;
+        }
+        for &di in &job.keys {
+            self.key_col(job.chunk, di);
+        }
+        for &di in &job.segments {
+            self.segment_col(job.chunk, di);
+        }
     }
 
     /// Every live document, in doc-number order.
@@ -455,12 +527,13 @@ impl<'w> Builder<'w> {
         while self.chunks.len() <= c {
             self.chunks.push(Arc::new(Chunk {
                 docs: vec![None; CHUNK],
-                cols: OnceLock::new(),
+                ..Default::default()
             }));
         }
         let chunk = Arc::make_mut(&mut self.chunks[c]);
         // a chunk this builder owns may carry columns of its old contents
         chunk.cols = OnceLock::new();
+        chunk.min_id_key = OnceLock::new();
         &mut chunk.docs[i]
     }
 
@@ -723,6 +796,36 @@ mod tests {
         assert_eq!(s1.docs().count(), 2);
         let ids: Vec<_> = s2.docs().map(|d| d.id.to_string()).collect();
         assert_eq!(ids, ["a", "b"]);
+    }
+
+    /// The chunks an apply copied are named for rebuilding with the columns the replaced
+    /// snapshot had built — those only — and `build_columns` builds them.
+    #[test]
+    fn copied_chunks_get_their_columns_back() {
+        let mut w = IndexWriter::new();
+        let s0 = Snapshot::empty(dims());
+        let rec = |v: &str| Record(vec![("k".into(), Value::Str(v.into()))]);
+        let mut b = w.begin(&s0);
+        for i in 0..CHUNK + 10 {
+            b.upsert(&format!("i{i:05}"), &rec("v"));
+        }
+        let s1 = b.commit();
+        // the first chunk's columns and key column are built, the second's not
+        s1.key_col(0, 0).expect("a key column");
+        let mut b = w.begin(&s1);
+        b.upsert("i00003", &rec("w"));
+        b.upsert(&format!("i{:05}", CHUNK + 3), &rec("w"));
+        let s2 = b.commit();
+        assert!(s2.chunks[0].cols.get().is_none());
+        let jobs = s2.columns_to_rebuild(&s1);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!((jobs[0].chunk, &jobs[0].keys[..]), (0, &[0usize][..]));
+        s2.build_columns(&jobs[0]);
+        let cols = s2.chunks[0].cols.get().expect("columns built");
+        assert!(cols.keys[0].get().is_some());
+        assert!(s2.chunks[1].cols.get().is_none());
+        // nothing copied since: nothing to build
+        assert!(s2.clone().columns_to_rebuild(&s2).is_empty());
     }
 
     /// One dimension's postings as plain values: (key, set) pairs, `has`, field stats.

@@ -14,7 +14,7 @@
 //! bad file is an error, never a panic or a wrong index.
 
 use std::io::{self, Read, Write};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use discern_dimensions::{Dimensions, IndexedValue, StrList};
 use rayon::prelude::*;
@@ -321,7 +321,7 @@ fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chun
     d.done()?;
     Ok(Chunk {
         docs,
-        cols: OnceLock::new(),
+        ..Default::default()
     })
 }
 
