@@ -505,10 +505,8 @@ impl Engine {
                             .upgrade()
                             .map(|now| now.columns_to_rebuild(&old))
                             .unwrap_or_default();
-                        process::in_background(move || {
-                            drop(old);
-                            spare.catch_up();
-                        });
+                        drop(old);
+                        process::in_background(move || spare.catch_up());
                         if big {
                             process::release_free_memory();
                         }

@@ -68,7 +68,8 @@ impl QueryResponse {
         }
         out.push(b'}');
         // every piece is UTF-8: serde_json's, and records' checked as they are written
-        String::from_utf8(out).unwrap_or_default()
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
     /// The response as a JSON value.
