@@ -716,23 +716,24 @@ impl Engine {
 mod tests {
     use super::*;
 
-    fn engine(dir: &std::path::Path) -> Arc<Engine> {
+    /// An engine opened on `dir`, not yet populated.
+    fn open(dir: &std::path::Path) -> Arc<Engine> {
         let config = Config {
             data_dir: dir.to_path_buf(),
             ..Config::default()
         };
-        let e = Engine::open(config, true).unwrap();
+        Engine::open(config, true).unwrap()
+    }
+
+    fn engine(dir: &std::path::Path) -> Arc<Engine> {
+        let e = open(dir);
         e.populate(&mut e.lock_writer_blocking()).unwrap();
         e
     }
 
     /// An engine opened on `dir` with the dimensions document `dims`, not yet populated.
     fn engine_with(dir: &std::path::Path, dims: &[u8]) -> (Arc<Engine>, WriterGuard) {
-        let config = Config {
-            data_dir: dir.to_path_buf(),
-            ..Config::default()
-        };
-        let e = Engine::open(config, true).unwrap();
+        let e = open(dir);
         let mut g = e.lock_writer_blocking();
         e.set_dimensions(&mut g, dims).unwrap();
         (e, g)

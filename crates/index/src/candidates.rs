@@ -9,9 +9,9 @@ use std::ops::Bound;
 
 use roaring::{MultiOps, RoaringBitmap};
 
-use crate::criteria::{Criterion, Leaf, Matcher, Node};
+use crate::criteria::{Criterion, ElementRule, Leaf, Matcher, Node};
 use crate::geo::Unit;
-use crate::postings::{cell, cell_key, numeric_key, DimPostings};
+use crate::postings::{cell, cell_key, numeric_key, under_key, DimPostings};
 use crate::Snapshot;
 use discern_dimensions::Interval;
 
@@ -98,28 +98,12 @@ pub(crate) fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap
         Matcher::Has => Some((*post.has).clone()),
         Matcher::Keyword { values, .. } if values.is_empty() => Some((*post.has).clone()),
         Matcher::Keyword { values, .. } => Some(post.union(values.iter().map(|v| v.as_bytes()))),
-        Matcher::Elements {
-            set,
-            tree,
-            wanted,
-            isolated,
-            only_not,
-            ..
-        } => {
+        Matcher::Elements { only_not, .. } => {
             if *only_not {
                 return Some((*post.has).clone());
             }
-            let mut elements: Vec<u32> = isolated.clone();
-            for &w in wanted {
-                if *tree {
-                    elements.extend(
-                        (0..set.elements.len() as u32).filter(|&e| set.is_ancestor_or_self(w, e)),
-                    );
-                } else {
-                    elements.push(w);
-                }
-            }
-            Some(element_union(post, &elements))
+            // (exclusions left out: a superset)
+            Some(element_lists(leaf, post)?.0.into_iter().union())
         }
         Matcher::Geo {
             reference,
@@ -200,10 +184,7 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             let mut roots: Vec<u32> = wanted.iter().chain(isolated).map(|&e| root(e)).collect();
             roots.sort_unstable();
             roots.dedup();
-            let elements: Vec<u32> = (0..set.elements.len() as u32)
-                .filter(|&e| roots.contains(&root(e)))
-                .collect();
-            Some(element_union(post, &elements))
+            Some(subtree_lists(post, &roots).union())
         }
         Matcher::Geo { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
         Matcher::Geo { .. } => exact_only(leaf),
@@ -217,6 +198,53 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
 pub(crate) fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitmap {
     let keys: Vec<[u8; 4]> = elements.iter().map(|e| e.to_be_bytes()).collect();
     post.union(keys.iter().map(|k| k.as_slice()))
+}
+
+/// The posting lists whose union is the documents an element `leaf` finds exact (its
+/// wanted elements, unless it has only exclusions) and those whose union it excludes.
+/// A tree's are each named element's own list and its descendants' (`under_key`), and
+/// the isolated elements' own; another's the lists of the elements its rules pick.
+pub(crate) fn element_lists<'p>(
+    leaf: &Leaf,
+    post: &'p DimPostings,
+) -> Option<(Vec<&'p RoaringBitmap>, Vec<&'p RoaringBitmap>)> {
+    let Matcher::Elements {
+        table,
+        tree,
+        wanted,
+        isolated,
+        not,
+        ..
+    } = &leaf.matcher
+    else {
+        return None;
+    };
+    if *tree {
+        let subtrees = |ids: &[u32]| subtree_lists(post, ids).collect::<Vec<_>>();
+        let mut exact = subtrees(wanted);
+        exact.extend(isolated.iter().filter_map(|e| post.get(&e.to_be_bytes())));
+        return Some((exact, subtrees(not)));
+    }
+    let picked = |pick: fn(&ElementRule) -> bool| -> Vec<&'p RoaringBitmap> {
+        let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
+        picked
+            .filter_map(|(e, _)| post.get(&(e as u32).to_be_bytes()))
+            .collect()
+    };
+    Some((picked(|rule| rule.exact), picked(|rule| rule.excluded)))
+}
+
+/// The posting lists of the documents tagged with `ids` or one of their descendants in
+/// a tree dimension (each element's own list and its `under_key` list).
+pub(crate) fn subtree_lists<'p, 'i>(
+    post: &'p DimPostings,
+    ids: &'i [u32],
+) -> impl Iterator<Item = &'p RoaringBitmap> + use<'p, 'i> {
+    ids.iter().flat_map(move |&e| {
+        [post.get(&e.to_be_bytes()), post.get(&under_key(e))]
+            .into_iter()
+            .flatten()
+    })
 }
 
 /// A superset of the documents with a point within `distance` of one of `points`: the

@@ -12,14 +12,12 @@
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
-use crate::candidates::{numeric_buckets, within_cells};
+use crate::candidates::{element_lists, numeric_buckets, within_cells};
 use crate::columns::ChunkCols;
-use crate::criteria::{
-    Criterion, ElementRule, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean,
-};
+use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
 use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
 use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
-use crate::postings::{under_key, DimPostings, CELL_DEG, NUMERIC_MANTISSA_BITS};
+use crate::postings::{key_cell, DimPostings, CELL_DEG, NUMERIC_MANTISSA_BITS};
 use crate::{Doc, Snapshot};
 use discern_dimensions::{DimensionKind, Interval, NumericKind};
 
@@ -77,13 +75,13 @@ pub(crate) fn exact_intersection(
     ctx: &EvalCtx,
     within: Option<&RoaringBitmap>,
 ) -> Option<RoaringBitmap> {
-    let mut plans: Vec<(Volume, &Leaf, usize)> = Vec::with_capacity(leaves.len());
+    let mut plans: Vec<(Volume, &Leaf, usize, &DimPostings)> = Vec::with_capacity(leaves.len());
     for leaf in leaves {
         // (`{"dimension": ""}` finds every item exact)
         if let Some(dim) = leaf.dim {
             // (postings not built yet: scored instead)
             let post = snap.postings(dim)?;
-            plans.push((volume(leaf, post)?, leaf, dim));
+            plans.push((volume(leaf, post)?, leaf, dim, post));
         }
     }
     plans.sort_by_key(|(v, ..)| v.docs);
@@ -91,7 +89,7 @@ pub(crate) fn exact_intersection(
     // sets whose postings leave documents for the rule to decide: checked last, on the
     // documents every other criterion kept
     let mut unsure: Vec<Exact<'_>> = Vec::new();
-    for (v, leaf, dim) in plans {
+    for (v, leaf, dim, post) in plans {
         if let Some(o) = &out {
             if o.is_empty() {
                 break;
@@ -101,7 +99,7 @@ pub(crate) fn exact_intersection(
                 continue;
             }
         }
-        let mut s = exact_set(snap, dim, leaf, snap.postings(dim)?)?;
+        let mut s = exact_set(snap, dim, leaf, post)?;
         let maybe = match &s.unsure {
             Some(u) => &s.sure | &u.docs,
             None => std::mem::take(&mut s.sure),
@@ -317,45 +315,6 @@ fn exact_set<'a>(
     })
 }
 
-/// The posting lists whose union is the documents an element `leaf` finds exact (its
-/// wanted elements, unless it has only exclusions) and those whose union it excludes.
-/// A tree's are each named element's own list and its descendants' (`under_key`), and
-/// the isolated elements' own; another's the lists of the elements its rules pick.
-fn element_lists<'p>(
-    leaf: &Leaf,
-    post: &'p DimPostings,
-) -> Option<(Vec<&'p RoaringBitmap>, Vec<&'p RoaringBitmap>)> {
-    let Matcher::Elements {
-        table,
-        tree,
-        wanted,
-        isolated,
-        not,
-        ..
-    } = &leaf.matcher
-    else {
-        return None;
-    };
-    if *tree {
-        let subtrees = |ids: &[u32]| -> Vec<&'p RoaringBitmap> {
-            let keys = ids
-                .iter()
-                .flat_map(|&e| [e.to_be_bytes().to_vec(), under_key(e).to_vec()]);
-            keys.filter_map(|k| post.get(&k)).collect()
-        };
-        let mut exact = subtrees(wanted);
-        exact.extend(isolated.iter().filter_map(|e| post.get(&e.to_be_bytes())));
-        return Some((exact, subtrees(not)));
-    }
-    let picked = |pick: fn(&ElementRule) -> bool| -> Vec<&'p RoaringBitmap> {
-        let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
-        picked
-            .filter_map(|(e, _)| post.get(&(e as u32).to_be_bytes()))
-            .collect()
-    };
-    Some((picked(|rule| rule.exact), picked(|rule| rule.excluded)))
-}
-
 /// The postings of the grid cells holding every document a geo `leaf` may find exact;
 /// `None` for another leaf, or where `within_cells` gives up.
 fn near_cells<'p>(
@@ -384,11 +343,10 @@ fn near_cells<'p>(
 /// end. The corners are taken a hair outside the cell, and the distance a millionth
 /// short of `limit` (far above the rounding of any distance computed).
 fn cell_within(key: &[u8], point: (f64, f64), limit: f64, reference: &GeoRef, unit: Unit) -> bool {
-    let Ok(key) = <[u8; 8]>::try_from(key) else {
+    let Some((row, col)) = key_cell(key) else {
         return false;
     };
-    let row = u32::from_be_bytes([key[0], key[1], key[2], key[3]]) as f64;
-    let col = u32::from_be_bytes([key[4], key[5], key[6], key[7]]) as f64;
+    let (row, col) = (row as f64, col as f64);
     const PAD: f64 = 1e-9;
     let (lat0, lon0) = (row * CELL_DEG - 90.0 - PAD, col * CELL_DEG - 180.0 - PAD);
     let (lat1, lon1) = (lat0 + CELL_DEG + 2.0 * PAD, lon0 + CELL_DEG + 2.0 * PAD);

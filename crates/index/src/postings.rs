@@ -111,6 +111,16 @@ pub(crate) fn cell_key(row: u32, col: u32) -> [u8; 8] {
     k
 }
 
+/// The grid cell a `cell_key` names.
+pub(crate) fn key_cell(key: &[u8]) -> Option<(u32, u32)> {
+    let key: [u8; 8] = key.try_into().ok()?;
+    let (row, col) = key.split_at(4);
+    Some((
+        u32::from_be_bytes(row.try_into().ok()?),
+        u32::from_be_bytes(col.try_into().ok()?),
+    ))
+}
+
 /// The key of the documents tagged with a strict descendant of tree element `e` (an
 /// element's own key is its 4 bytes): a tree criterion on a state is then two sets, not
 /// the union of its every county's and city's.
@@ -121,7 +131,7 @@ pub(crate) fn under_key(e: u32) -> [u8; 5] {
 }
 
 /// The tree of dimension `d`, whose elements' ancestors are keyed too (`under_key`).
-fn tree_of(d: &discern_dimensions::Dimension) -> Option<&ElementSet> {
+fn tree_of(d: &discern_dimensions::Dimension) -> Option<&Arc<ElementSet>> {
     match &d.kind {
         DimensionKind::Tree(set) => Some(set),
         _ => None,
@@ -367,7 +377,7 @@ pub(crate) fn build(
                 _ => Vec::new(),
             };
             let mut kb = KeyBuf::new();
-            let tree = tree_of(d);
+            let tree = tree_of(d).map(|t| &**t);
             let mut level_key = Vec::new();
             for &(n, values) in docs {
                 let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
@@ -529,14 +539,7 @@ impl PostingsDelta {
                 .collect(),
             live: Delta::default(),
             bufs: (KeyBuf::new(), KeyBuf::new()),
-            trees: dims
-                .dims
-                .iter()
-                .map(|d| match &d.kind {
-                    DimensionKind::Tree(set) => Some(set.clone()),
-                    _ => None,
-                })
-                .collect(),
+            trees: dims.dims.iter().map(|d| tree_of(d).cloned()).collect(),
         }
     }
 
