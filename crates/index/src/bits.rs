@@ -4,6 +4,21 @@
 
 use roaring::RoaringBitmap;
 
+/// `small ∩ big`, by looking each member of `small` up in `big` when `small` is much
+/// the smaller: roaring intersects two array containers by walking both, and then the
+/// large one's length is the cost.
+pub(crate) fn and_small(small: &RoaringBitmap, big: &RoaringBitmap) -> RoaringBitmap {
+    // (a lookup costs about what walking a few dozen members does)
+    if small.len().saturating_mul(24) >= big.len() {
+        return small & big;
+    }
+    let mut out = RoaringBitmap::new();
+    for d in small.iter().filter(|&d| big.contains(d)) {
+        out.push(d); // ascending: appended
+    }
+    out
+}
+
 /// `set` as a bitset (bit `d` of word `d / 64`, as many words as its largest member needs), decoded from roaring's portable
 /// serialization (the format of the Roaring specification: a bitmap container's 1,024
 /// words are copied, not iterated bit by bit; an array container's values are set one
@@ -110,6 +125,23 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// A small set's members in a large one, found by lookups or by walking both,
+        /// are the intersection.
+        #[test]
+        fn and_small_is_the_intersection(
+            small in prop::collection::vec(0u32..200_000, 0..60),
+            runs in prop::collection::vec((0u32..200_000, 0u32..9_000), 0..6),
+            singles in prop::collection::vec(0u32..200_000, 0..3_000),
+        ) {
+            let small: RoaringBitmap = small.into_iter().collect();
+            let mut big: RoaringBitmap = singles.into_iter().collect();
+            for (start, len) in runs {
+                big.insert_range(start..start + len);
+            }
+            prop_assert_eq!(and_small(&small, &big), &small & &big);
+            prop_assert_eq!(and_small(&big, &small), &small & &big);
+        }
+
         /// A set's bitset holds exactly its members, decoded from the
         /// serialization (not the fallback) whether its containers are arrays or
         /// bitmaps, including bitmaps thinned by removals to 4,096 members or fewer.

@@ -382,6 +382,7 @@ fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
         map: entries.into_iter().collect(),
         has,
         field_stats,
+        shorter: Default::default(),
     })))
 }
 

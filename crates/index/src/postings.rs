@@ -36,6 +36,26 @@ pub struct DimPostings {
     pub(crate) has: Arc<RoaringBitmap>,
     /// Text: per field, (tokens in all documents, documents with a non-empty field).
     pub(crate) field_stats: Vec<(u64, u64)>,
+    /// Text: per field, its length classes as running unions, made on first use.
+    pub(crate) shorter: ShorterCache,
+}
+
+/// A text field's documents by length class as running unions, shortest class first:
+/// (the class's shortest length, the documents of it or a shorter class). A bound that
+/// falls with the length is reached by a prefix of the classes: one intersection with
+/// one of these, not a union of classes per request (`ranked::bounds`).
+pub(crate) type ShorterThan = Arc<[(usize, RoaringBitmap)]>;
+
+/// `ShorterThan` per text field, made when a request first needs it. A copy starts
+/// empty, and an apply empties the one it changes: it holds only what its postings
+/// give.
+#[derive(Default)]
+pub(crate) struct ShorterCache(Mutex<Vec<(usize, ShorterThan)>>);
+
+impl Clone for ShorterCache {
+    fn clone(&self) -> ShorterCache {
+        ShorterCache::default()
+    }
 }
 
 impl DimPostings {
@@ -64,6 +84,26 @@ impl DimPostings {
             .range::<_, [u8]>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(&owned))
             .map(|(k, b)| (&**k, &**b))
+    }
+
+    /// Field `field`'s length classes as running unions (`ShorterThan`).
+    pub(crate) fn shorter_than(&self, field: usize) -> ShorterThan {
+        let mut cache = self.shorter.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = cache.iter().find(|(f, _)| *f == field) {
+            return s.clone();
+        }
+        // (the class is the key's last two bytes; classes in key order: shortest first)
+        let mut running = RoaringBitmap::new();
+        let made: ShorterThan = self
+            .prefix_entries(&text_length_key(field, 0)[..3])
+            .map(|(key, b)| {
+                running |= b;
+                let class = u16::from_be_bytes([key[3], key[4]]);
+                (length_class_bounds(class).0, running.clone())
+            })
+            .collect();
+        cache.push((field, made.clone()));
+        made
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -449,6 +489,7 @@ pub(crate) fn build(
                     .collect(),
                 has: Arc::new(bitmap_of_sorted(&has)),
                 field_stats: stats,
+                shorter: ShorterCache::default(),
             }))
         })
         .collect();
@@ -734,6 +775,7 @@ impl Resolved {
                     return;
                 };
                 let p = Arc::make_mut(cur);
+                p.shorter = ShorterCache::default();
                 apply_set(&mut p.has, &delta.has.0, &delta.has.1);
                 if p.field_stats.len() < delta.field_stats.len() {
                     p.field_stats.resize(delta.field_stats.len(), (0, 0));

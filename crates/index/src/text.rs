@@ -490,7 +490,7 @@ impl TextMatcher {
         let stride = self.fields.len() * self.n_terms;
         let mut tf = vec![0u16; docs.len() as usize * stride];
         for &(slot, b) in &g.sources {
-            for d in &(b & docs) {
+            for d in &crate::bits::and_small(docs, b) {
                 // (a member: its rank is at least 1)
                 let at = (docs.rank(d) as usize - 1) * stride + slot;
                 tf[at] = tf[at].saturating_add(1);

@@ -8,9 +8,9 @@
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::Scorer;
-use crate::columns::ChunkCols;
-use crate::postings::{length_class_bounds, text_key, text_length_key, text_level_key, MAX_LEVEL};
-use crate::text::{average_length, bm25_term, field_length, Gathered, TextMatcher, K1};
+use crate::bits::and_small;
+use crate::postings::{text_key, text_level_key, ShorterThan, MAX_LEVEL};
+use crate::text::{average_length, bm25_term, Gathered, TextMatcher, K1};
 use crate::Snapshot;
 
 /// Tokens a `startsWith` term may stand for here (each bounded on its own).
@@ -36,11 +36,11 @@ pub(super) struct Part<'s> {
     pub(super) max: f64,
 }
 
-/// A text field's documents by length class, shortest first.
-pub(super) struct FieldLengths<'s> {
-    /// The dimension's field index.
-    pub(super) index: usize,
-    pub(super) classes: Vec<(usize, &'s RoaringBitmap)>,
+/// A text field's documents by length class (`DimPostings::shorter_than`).
+pub(super) struct FieldLengths {
+    /// Per class, shortest first: its shortest length, and the documents of it or a
+    /// shorter class.
+    pub(super) shorter: ShorterThan,
     pub(super) avg: f64,
     pub(super) ignore_length: bool,
 }
@@ -59,25 +59,7 @@ const FEW: u64 = if cfg!(test) { 2 } else { 1024 };
 /// (tests bound sets larger than the page).
 const SMALL: u64 = 256;
 
-/// How `Bounds::reaching` finds the documents of a level in the length classes reaching
-/// a bound.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Way {
-    /// Reading each document's length.
-    Lengths,
-    /// Intersecting with the union of the classes reaching it.
-    Shorter,
-    /// Taking away the union of the classes that do not.
-    LongerTakenAway,
-}
-
-impl Way {
-    pub(super) const ALL: [Way; 3] = [Way::Lengths, Way::Shorter, Way::LongerTakenAway];
-}
-
 pub(super) struct Bounds<'s> {
-    pub(super) snap: &'s Snapshot,
-    pub(super) dim: usize,
     /// The parts bounded, and the sum of their largest bounds.
     pub(super) parts: Vec<Part<'s>>,
     pub(super) max: f64,
@@ -85,12 +67,10 @@ pub(super) struct Bounds<'s> {
     pub(super) few: RoaringBitmap,
     /// How many documents hold a query term (`within` sets as large hold them all).
     pub(super) holders: u64,
-    /// How `reaching` finds a level's documents, when not the cheapest (tests).
-    pub(super) way: Option<Way>,
     /// Per query term: the documents holding it in a bounded part, and the sum of those
     /// parts' largest bounds.
     pub(super) terms: Vec<(RoaringBitmap, f64)>,
-    pub(super) fields: Vec<FieldLengths<'s>>,
+    pub(super) fields: Vec<FieldLengths>,
 }
 
 impl<'s> Bounds<'s> {
@@ -106,18 +86,8 @@ impl<'s> Bounds<'s> {
         let mut parts = Vec::new();
         let mut few = Vec::new();
         for (fi, fq) in t.fields.iter().enumerate() {
-            // (the class is the key's last two bytes)
-            let lengths = text_length_key(fq.index, 0);
-            let classes = post
-                .prefix_entries(&lengths[..3])
-                .map(|(key, b)| {
-                    let class = u16::from_be_bytes([key[3], key[4]]);
-                    (length_class_bounds(class).0, b)
-                })
-                .collect();
             fields.push(FieldLengths {
-                index: fq.index,
-                classes,
+                shorter: post.shorter_than(fq.index),
                 avg: average_length(g.stats[fi]),
                 ignore_length: fq.ignore_length,
             });
@@ -168,20 +138,17 @@ impl<'s> Bounds<'s> {
             }
         }
         let mut b = Bounds {
-            snap,
-            dim,
             parts,
             max: 0.0,
             few: few.into_iter().union(),
             holders: g.matched.len(),
-            way: None,
             terms: Vec::new(),
             fields,
         };
         for j in 0..b.parts.len() {
             let p = &b.parts[j];
             let f = &b.fields[p.field];
-            let shortest = f.classes.first().map_or(0, |c| c.0);
+            let shortest = f.shorter.first().map_or(0, |c| c.0);
             b.parts[j].max = b.bound(p, p.levels.len(), shortest);
         }
         b.max = b.parts.iter().map(|p| p.max).sum();
@@ -208,8 +175,7 @@ impl<'s> Bounds<'s> {
 
     /// The documents of `within` whose bound in part `j` is at least `at_least`: per
     /// level, those of the length classes reaching it — a prefix, as a level's bound
-    /// falls with the length — found by the cheapest of a union of the shorter classes,
-    /// a union of the longer ones taken away, or reading the documents' lengths.
+    /// falls with the length — by one intersection with that prefix's running union.
     pub(super) fn reaching(
         &self,
         j: usize,
@@ -220,9 +186,15 @@ impl<'s> Bounds<'s> {
         let f = &self.fields[p.field];
         // (every holder: a level needs no intersection)
         let all = within.len() == self.holders;
-        let within = |level: &RoaringBitmap| if all { level.clone() } else { level & within };
-        if at_least <= 0.0 || f.classes.is_empty() {
-            return within(p.levels[0]);
+        let docs = |level: &RoaringBitmap| {
+            if all {
+                level.clone()
+            } else {
+                and_small(within, level)
+            }
+        };
+        if at_least <= 0.0 || f.shorter.is_empty() {
+            return docs(p.levels[0]);
         }
         let mut out: Vec<RoaringBitmap> = Vec::new();
         let mut upto = 0; // classes (shortest first) reaching it at this level
@@ -230,61 +202,28 @@ impl<'s> Bounds<'s> {
             let tf = li + 1;
             if p.open && tf == p.levels.len() {
                 if self.bound(p, tf, 0) >= at_least {
-                    out.push(within(level));
+                    out.push(docs(level));
                 }
                 break;
             }
-            while upto < f.classes.len() && self.bound(p, tf, f.classes[upto].0) >= at_least {
+            while upto < f.shorter.len() && self.bound(p, tf, f.shorter[upto].0) >= at_least {
                 upto += 1;
             }
-            if upto == f.classes.len() {
-                out.push(within(level)); // and every level above is within it
+            if upto == f.shorter.len() {
+                out.push(docs(level)); // and every level above is within it
                 break;
             }
             if upto == 0 {
                 continue;
             }
-            let docs = within(level);
-            let size = |cs: &[(usize, &RoaringBitmap)]| cs.iter().map(|c| c.1.len()).sum::<u64>();
-            let (shorter, longer) = (size(&f.classes[..upto]), size(&f.classes[upto..]));
-            // (reading a document's length costs about what a few set members do; tests
-            // take every way)
-            let way = if let Some(way) = self.way {
-                way
-            } else if cfg!(test) {
-                Way::ALL[(j + li + upto) % Way::ALL.len()]
-            } else if 4 * docs.len() <= shorter.min(longer) {
-                Way::Lengths
-            } else if shorter <= longer {
-                Way::Shorter
+            let shorter = &f.shorter[upto - 1].1;
+            out.push(if all {
+                *level & shorter
             } else {
-                Way::LongerTakenAway
-            };
-            out.push(match way {
-                Way::Lengths => {
-                    let mut lengths = self.lengths(p.field);
-                    let reach = |&d: &u32| self.bound(p, tf, lengths(d)) >= at_least;
-                    docs.iter().filter(reach).collect()
-                }
-                Way::Shorter => docs & f.classes[..upto].iter().map(|c| c.1).union(),
-                Way::LongerTakenAway => docs - f.classes[upto..].iter().map(|c| c.1).union(),
+                and_small(&and_small(within, level), shorter)
             });
         }
         out.union()
-    }
-
-    /// Documents' lengths in a field, as scoring reads them (asked in ascending order:
-    /// each chunk's columns looked up once).
-    pub(super) fn lengths(&self, field: usize) -> impl FnMut(u32) -> usize + '_ {
-        let index = self.fields[field].index;
-        let mut at: (usize, Option<&ChunkCols>) = (usize::MAX, None);
-        move |doc| {
-            let c = doc as usize / crate::CHUNK;
-            if at.0 != c {
-                at = (c, self.snap.chunk_cols(c));
-            }
-            field_length(self.snap, at.1, self.dim, doc, index)
-        }
     }
 
     /// Documents of `within` outside `few` that may score at least `theta`, `None` when
