@@ -501,11 +501,20 @@ impl Engine {
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
                     .spawn(move || {
-                        let rebuild = current
+                        let (rebuild, unions) = current
                             .upgrade()
-                            .map(|now| now.columns_to_rebuild(&old))
+                            .map(|now| {
+                                (
+                                    now.columns_to_rebuild(&old),
+                                    now.length_unions_to_rebuild(&old),
+                                )
+                            })
                             .unwrap_or_default();
                         drop(old);
+                        // (a text request's first step, a few ms per field: first)
+                        if let Some(now) = current.upgrade() {
+                            now.build_length_unions(&unions);
+                        }
                         process::in_background(move || spare.catch_up());
                         if big {
                             process::release_free_memory();

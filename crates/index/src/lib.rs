@@ -327,6 +327,43 @@ impl Snapshot {
             .collect()
     }
 
+    /// The text fields, as (dimension, field), whose length classes `before` had
+    /// united (`DimPostings::shorter_than`) and this snapshot has not: those whose
+    /// postings an apply changed.
+    pub fn length_unions_to_rebuild(&self, before: &Snapshot) -> Vec<(usize, usize)> {
+        if !Arc::ptr_eq(&self.dims, &before.dims) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (di, (now, old)) in self.postings.iter().zip(before.postings.iter()).enumerate() {
+            let (Some(now), Some(old)) = (now, old) else {
+                continue;
+            };
+            if Arc::ptr_eq(now, old) {
+                continue; // the same postings: the same unions
+            }
+            let made = now.shorter.fields();
+            out.extend(
+                old.shorter
+                    .fields()
+                    .into_iter()
+                    .filter(|f| !made.contains(f))
+                    .map(|f| (di, f)),
+            );
+        }
+        out
+    }
+
+    /// Unites the length classes of `fields` (`length_unions_to_rebuild`) ahead of the
+    /// text requests that read them.
+    pub fn build_length_unions(&self, fields: &[(usize, usize)]) {
+        for &(di, field) in fields {
+            if let Some(p) = self.postings(di) {
+                p.shorter_than(field);
+            }
+        }
+    }
+
     /// Builds the columns `job` names (for a request that would otherwise build them on
     /// its way: the engine does so in the background after an apply).
     pub fn build_columns(&self, job: &ColumnsToBuild) {
@@ -826,6 +863,46 @@ mod tests {
         assert!(s2.chunks[1].cols.get().is_none());
         // nothing copied since: nothing to build
         assert!(s2.clone().columns_to_rebuild(&s2).is_empty());
+    }
+
+    /// The text fields whose length classes the replaced snapshot had united, and an
+    /// apply changed, are named for uniting again — those only — and
+    /// `build_length_unions` unites them.
+    #[test]
+    fn changed_text_fields_get_their_length_unions_back() {
+        let dims = Arc::new(
+            Dimensions::parse(
+                b"<dimensions><dimension id='k' type='keyword'/>
+                  <dimension id='x' type='text'><field id='a'/><field id='b'/></dimension>
+                  </dimensions>",
+            )
+            .unwrap(),
+        );
+        let mut w = IndexWriter::new();
+        let rec = |k: &str, a: &str| {
+            Record(vec![
+                ("k".into(), Value::Str(k.into())),
+                ("a".into(), Value::Str(a.into())),
+                ("b".into(), Value::Str("some words".into())),
+            ])
+        };
+        let mut b = w.begin(&Snapshot::empty(dims));
+        b.upsert("i1", &rec("v", "one two"));
+        b.upsert("i2", &rec("v", "one two three"));
+        let s1 = b.commit();
+        let before = s1.postings(1).unwrap().shorter_than(0);
+        let mut b = w.begin(&s1);
+        b.upsert("i3", &rec("v", "one"));
+        let s2 = b.commit();
+        assert_eq!(s2.length_unions_to_rebuild(&s1), [(1, 0)]);
+        s2.build_length_unions(&[(1, 0)]);
+        assert!(s2.length_unions_to_rebuild(&s1).is_empty());
+        // united from the new postings: the one-word field is the shortest class
+        let after = s2.postings(1).unwrap().shorter_than(0);
+        assert_eq!(before.first().map(|c| c.0), Some(2));
+        assert_eq!(after.first().map(|c| (c.0, c.1.len())), Some((1, 1)));
+        // (field b's were never united: nothing to unite again)
+        assert!(!s2.length_unions_to_rebuild(&s1).contains(&(1, 1)));
     }
 
     /// One dimension's postings as plain values: (key, set) pairs, `has`, field stats.

@@ -52,6 +52,14 @@ pub(crate) type ShorterThan = Arc<[(usize, RoaringBitmap)]>;
 #[derive(Default)]
 pub(crate) struct ShorterCache(Mutex<Vec<(usize, ShorterThan)>>);
 
+impl ShorterCache {
+    /// The fields whose unions are made.
+    pub(crate) fn fields(&self) -> Vec<usize> {
+        let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        cache.iter().map(|(f, _)| *f).collect()
+    }
+}
+
 impl Clone for ShorterCache {
     fn clone(&self) -> ShorterCache {
         ShorterCache::default()

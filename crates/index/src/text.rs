@@ -472,7 +472,8 @@ impl TextMatcher {
             }
             for (i, d) in rank_ref.iter_range(docs).enumerate() {
                 let counts = &tf[i * stride..(i + 1) * stride];
-                scored[i] = self.score(snap, dim, d, counts, g);
+                let cols = snap.chunk_cols(d as usize / crate::CHUNK);
+                scored[i] = self.score(snap, cols, dim, d, counts, g);
             }
         });
         (rank, scored)
@@ -498,20 +499,34 @@ impl TextMatcher {
         }
         docs.iter()
             .zip(tf.chunks_exact(stride.max(1)))
-            .map(|(d, counts)| self.score(snap, dim, d, counts, g))
+            .map(|(d, counts)| {
+                // (a few documents, each likely in a chunk of its own: lengths are read
+                // from columns where built, not built for them — after an apply, the
+                // chunks it copied have none until rebuilt in the background)
+                let cols = snap.built_chunk_cols(d as usize / crate::CHUNK);
+                self.score(snap, cols, dim, d, counts, g)
+            })
             .collect()
     }
 
     /// The score of document `doc` from its term frequencies per (field, term) slot,
-    /// counted from its row where the postings cap them.
-    fn score(&self, snap: &Snapshot, dim: usize, doc: u32, tf: &[u16], g: &Gathered<'_>) -> Scored {
+    /// counted from its row where the postings cap them; its field lengths from its
+    /// chunk's columns `cols` when given, else from its row.
+    fn score(
+        &self,
+        snap: &Snapshot,
+        cols: Option<&ChunkCols>,
+        dim: usize,
+        doc: u32,
+        tf: &[u16],
+        g: &Gathered<'_>,
+    ) -> Scored {
         let (idfs, stats, weights, wsum) = (&g.idfs, &g.stats, &g.weights, g.wsum);
         let nt = self.n_terms;
         let row = || match snap.doc(doc)?.values.get(dim)?.as_ref()? {
             IndexedValue::Text(toks) => Some(toks),
             _ => None,
         };
-        let cols = snap.chunk_cols(doc as usize / crate::CHUNK);
         let mut score = 0.0;
         // no allocation per item unless the query has more than 64 terms
         let mut small = [false; 64];
