@@ -58,6 +58,15 @@ impl ShorterCache {
         let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
         cache.iter().map(|(f, _)| *f).collect()
     }
+
+    fn bytes(&self) -> usize {
+        let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .iter()
+            .flat_map(|(_, s)| s.iter())
+            .map(|(_, b)| b.serialized_size())
+            .sum()
+    }
 }
 
 impl Clone for ShorterCache {
@@ -120,6 +129,7 @@ impl DimPostings {
             .map(|(k, b)| k.len() + 64 + b.serialized_size())
             .sum::<usize>()
             + self.has.serialized_size()
+            + self.shorter.bytes()
     }
 }
 
