@@ -817,6 +817,39 @@ mod tests {
         );
     }
 
+    /// After an apply, the text fields a ranked text request had united the length
+    /// classes of are united again in the background, ahead of the next such request.
+    #[test]
+    fn length_unions_are_united_again_after_an_apply() {
+        let d = tempfile::tempdir().unwrap();
+        let (e, mut g) = engine_with(
+            d.path(),
+            b"<dimensions><dimension id='x' type='text'/></dimensions>",
+        );
+        e.populate(&mut g).unwrap();
+        drop(g);
+        // (a word in more documents than are scored whole: the request is ranked)
+        let items: String = (0..1500)
+            .map(|i| {
+                let words = ["red", "red red", "red blue green", "blue"][i % 4];
+                format!("<set-item id='i{i}'><properties><struct><entry name='x'><string>{words}</string></entry></struct></properties></set-item>")
+            })
+            .collect();
+        apply(&e, &format!("<changeset>{items}</changeset>"));
+        let body = serde_json::json!({"criteria": [{"dimension": "x", "value": "red", "cull": true}], "pageSize": 5});
+        query_response(&e, &body).unwrap();
+        let before = e.snapshot();
+        apply(&e, "<changeset><set-item id='i1'><properties><struct><entry name='x'><string>red red red</string></entry></struct></properties></set-item></changeset>");
+        // (without the background step this waits out its 30 s: the request above
+        // united the field's classes, and the apply emptied them)
+        let now = e.snapshot();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !now.length_unions_to_rebuild(&before).is_empty() {
+            assert!(std::time::Instant::now() < until, "not united again");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// A view keeps the items of its snapshot, whatever commits after it.
     #[test]
     fn a_view_reads_the_items_of_its_snapshot() {
