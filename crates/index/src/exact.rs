@@ -685,7 +685,7 @@ mod tests {
             b.upsert(&format!("listing-{:05}", i * 7919 % n), &rec);
         }
         let snap = b.commit();
-        for k in [1, 5, 50, 2000] {
+        for k in [1, 5, 50, 2 * crate::CHUNK + 7] {
             let body = json!({"criteria": [{"dimension": "k", "cull": true}]});
             let mut q = parse_query(&body, &snap.dims, 10_000).unwrap();
             let filter = crate::eval::Filter {

@@ -47,8 +47,13 @@ use postings::{Postings, PostingsDelta};
 use roaring::RoaringBitmap;
 use terms::{TermDict, TermDicts};
 
-/// Items per chunk: an apply copies only the chunks it touches.
-const CHUNK: usize = 1024;
+/// Items per chunk: an apply copies only the chunks it touches — each copy bumps the
+/// reference count of every document in it and drops the chunk's columns, which the
+/// next request scanning that chunk builds again. 1,000 items changed at random over a
+/// million touch ~630 chunks of 1,024 (645k documents copied) or ~880 of 256 (225k):
+/// with 256 a 1,000-item delta took ~15% less and the first ranked or geo request after
+/// it 20–30 ms instead of 75–106 ms; requests on unchanged chunks were no slower.
+const CHUNK: usize = 256;
 
 #[derive(Clone, Debug)]
 pub struct Doc {

@@ -54,7 +54,8 @@ fn per_chunk<A: Send>(
     each: impl Fn(&mut A, usize, &[u64]) + Sync + Send,
     add: impl Fn(A, A) -> A + Sync + Send,
 ) -> A {
-    const CHUNKS_PER_TASK: usize = 32;
+    // (about 32k documents per task, whatever the chunk size)
+    const CHUNKS_PER_TASK: usize = 32 * 1024 / crate::CHUNK;
     let chunks = snap.chunks().len();
     (0..chunks.div_ceil(CHUNKS_PER_TASK))
         .into_par_iter()
