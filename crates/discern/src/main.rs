@@ -149,6 +149,9 @@ fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result
             // refused, not acknowledged, and sends it again to the next process)
             let saved = tokio::task::spawn_blocking(move || {
                 let mut guard = saving.lock_writer_blocking();
+                if let Err(e) = saving.store().sync() {
+                    tracing::warn!(error = %e, "making the item store durable failed");
+                }
                 let r = saving.save_index(&mut guard);
                 (guard, r)
             })

@@ -97,6 +97,37 @@ enum Indexed<'w> {
     Prepared(discern_index::Prepared<'w>),
 }
 
+/// The item store is synced (`Store::sync`: one durable commit for every apply since
+/// the last, the commit journal emptied) once applies pause this long, or at the latest
+/// when the oldest unsynced apply is this old: an apply waits for a sync in progress,
+/// so syncs are kept off a burst of applies, and the journal replayed after a crash
+/// stays short.
+const SYNC_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
+const SYNC_LONGEST: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Syncs the engine's item store when due, until the engine is gone.
+fn spawn_store_sync(engine: std::sync::Weak<Engine>) -> Result<()> {
+    std::thread::Builder::new()
+        .name("store-sync".into())
+        .spawn(move || loop {
+            std::thread::sleep(SYNC_IDLE / 4);
+            let Some(engine) = engine.upgrade() else {
+                return;
+            };
+            if engine.store.sync_due(SYNC_IDLE, SYNC_LONGEST) {
+                let started = std::time::Instant::now();
+                match engine.store.sync() {
+                    Ok(()) => tracing::debug!(
+                        us = started.elapsed().as_micros() as u64,
+                        "item store synced"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "syncing the item store failed"),
+                }
+            }
+        })?;
+    Ok(())
+}
+
 /// What an apply sends its index thread.
 enum ToIndex {
     Batch(Vec<ItemChange>),
@@ -207,7 +238,7 @@ impl Engine {
         let feed_status = feed::FeedStatus::new(
             !(empty && config.feed.as_deref().is_some_and(feed::names_an_engine)),
         );
-        Ok(Arc::new_cyclic(|me| Engine {
+        let engine = Arc::new_cyclic(|me| Engine {
             config,
             store,
             snapshot: ArcSwap::from_pointee(Snapshot::empty(Arc::new(dims))),
@@ -226,7 +257,9 @@ impl Engine {
             feed: feed_status,
             commit_seq: AtomicU64::new(0),
             me: me.clone(),
-        }))
+        });
+        spawn_store_sync(Arc::downgrade(&engine))?;
+        Ok(engine)
     }
 
     pub fn store(&self) -> &Store {

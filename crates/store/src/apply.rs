@@ -4,8 +4,10 @@ use std::io::{self, BufReader, Read, Write};
 
 use discern_changeset::{read_changeset, Action, ChangesetWriter, ParseError, RemoveWhat};
 use discern_model::{decode_record, encode_record, Error, Record, Result, Value};
-use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
+use md5::{Digest, Md5};
+use redb::{Durability, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
+use crate::journal::Entry;
 use crate::log::{LogWriter, Staged};
 use crate::meta::{ChangesetMeta, ChangesetType};
 use crate::{db_err, sync_dir, Store, CATALOG, ITEMS};
@@ -171,48 +173,11 @@ impl Store {
             date,
         } = plan;
         let txn = self.db.begin_write().map_err(db_err)?;
-        let mut counts = Counts::default();
-        let actions = {
-            let mut items = txn.open_table(ITEMS).map_err(db_err)?;
-            if ty == ChangesetType::Reset {
-                counts.deleted = items.len().map_err(db_err)?;
-                items.retain(|_, _| false).map_err(db_err)?;
-                on_change(ItemChange::Clear)?;
-            }
-            let mut named: HashSet<String> = HashSet::new();
-            let tee = Tee {
-                inner: body,
-                log: &mut log,
-            };
-            let mut scratch = Vec::with_capacity(1024);
-            let summary = read_changeset(BufReader::with_capacity(256 * 1024, tee), |action| {
-                check_allowed(ty, &action, &mut named).map_err(ApplyError::Other)?;
-                apply_action(&mut items, action, &mut counts, &mut scratch, on_change)
-                    .map_err(ApplyError::Other)
-            });
-            let summary = match summary {
-                Ok(s) => s,
-                Err(ApplyError::Parse(e)) => {
-                    return Err(Error::BadRequest(format!("invalid changeset: {e}")))
-                }
-                Err(ApplyError::Other(e)) => return Err(e),
-            };
-            if summary.actions > 0 && ty.replaces_all() {
-                let mut gone = Vec::new();
-                for row in items.iter().map_err(db_err)? {
-                    let (k, _) = row.map_err(db_err)?;
-                    if !named.contains(k.value()) {
-                        gone.push(k.value().to_string());
-                    }
-                }
-                for id in gone {
-                    items.remove(id.as_str()).map_err(db_err)?;
-                    counts.deleted += 1;
-                    on_change(ItemChange::Delete(id))?;
-                }
-            }
-            summary.actions
+        let tee = Tee {
+            inner: body,
+            log: &mut log,
         };
+        let (actions, counts) = apply_items(&txn, ty, tee, on_change)?;
         if actions == 0 && ty != ChangesetType::Reset {
             txn.abort().map_err(db_err)?;
             return Ok(ApplyOutcome::Empty);
@@ -230,7 +195,7 @@ impl Store {
                 )));
             }
         }
-        let meta = self.commit_with_log(txn, staged, stored, date)?;
+        let meta = self.commit_with_log(txn, staged, stored, Some(ty), date)?;
         Ok(ApplyOutcome::Applied {
             meta,
             created: counts.created,
@@ -255,76 +220,225 @@ impl Store {
         }
         let staged = log.finish()?;
         let txn = self.db.begin_write().map_err(db_err)?;
-        self.commit_with_log(txn, staged, ChangesetType::Checkpoint, None)
+        self.commit_with_log(txn, staged, ChangesetType::Checkpoint, None, None)
     }
 
-    /// Moves the staged file into place, lists it, applies retention, commits durably.
+    /// Moves the staged file into place, lists it, applies retention and commits; durable
+    /// once the journal holds its entry (see `journal`). `semantics`: what the changeset
+    /// did to the items (`None`: nothing, a checkpoint).
     fn commit_with_log(
         &self,
-        txn: WriteTransaction,
+        mut txn: WriteTransaction,
         staged: Staged,
         ty: ChangesetType,
+        semantics: Option<ChangesetType>,
         date: Option<u64>,
     ) -> Result<ChangesetMeta> {
         let final_path = self.log_path(&staged.id);
-        let result = (|| -> Result<(ChangesetMeta, Vec<String>)> {
+        let listed = (|| -> Result<(ChangesetMeta, Vec<String>)> {
             fs::rename(&staged.tmp, &final_path)?;
             sync_dir(&self.log_dir)?;
-            let mut removed = Vec::new();
-            let meta;
-            {
-                let mut cat = txn.open_table(CATALOG).map_err(db_err)?;
-                let seq = match cat.last().map_err(db_err)? {
-                    Some((k, _)) => k.value() + 1,
-                    None => 1,
-                };
-                let date = date.unwrap_or_else(|| {
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0)
-                });
-                meta = ChangesetMeta {
-                    seq,
-                    id: staged.id.clone(),
-                    ty,
-                    date,
-                    md5: staged.md5.clone(),
-                    length: staged.length,
-                    raw_length: staged.raw_length,
-                };
-                cat.insert(seq, meta.encode().as_slice()).map_err(db_err)?;
-                let cutoff = retention_cutoff(&cat, &meta, self.retain_snapshots)?;
-                if let Some(cutoff) = cutoff {
-                    let mut old = Vec::new();
-                    for row in cat.range(..cutoff).map_err(db_err)? {
-                        let (k, v) = row.map_err(db_err)?;
-                        old.push((k.value(), ChangesetMeta::decode(v.value())?.id));
-                    }
-                    for (k, id) in old {
-                        cat.remove(k).map_err(db_err)?;
-                        removed.push(id);
-                    }
-                }
-            }
-            txn.commit().map_err(db_err)?;
-            Ok((meta, removed))
+            let seq = {
+                let cat = txn.open_table(CATALOG).map_err(db_err)?;
+                let last = cat.last().map_err(db_err)?;
+                last.map_or(1, |(k, _)| k.value() + 1)
+            };
+            let date = date.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            });
+            let meta = ChangesetMeta {
+                seq,
+                id: staged.id.clone(),
+                ty,
+                date,
+                md5: staged.md5.clone(),
+                length: staged.length,
+                raw_length: staged.raw_length,
+            };
+            let retired = list_in_catalog(&txn, &meta, self.retain_snapshots)?;
+            Ok((meta, retired))
         })();
-        match result {
-            Ok((meta, removed)) => {
-                for id in removed {
-                    if let Err(e) = fs::remove_file(self.log_path(&id)) {
-                        tracing::warn!(%id, error = %e, "could not delete a changeset file retention dropped");
-                    }
-                }
-                Ok(meta)
-            }
+        let (meta, retired) = match listed {
+            Ok(listed) => listed,
             Err(e) => {
                 let _ = fs::remove_file(&final_path);
                 let _ = fs::remove_file(&staged.tmp);
-                Err(e)
+                return Err(e);
+            }
+        };
+        txn.set_durability(Durability::None);
+        // lock order: a write transaction, then the journal (`Store::sync`)
+        let mut durable = self.durable.lock();
+        if let Err(e) = txn.commit() {
+            drop(durable);
+            let _ = fs::remove_file(&final_path);
+            return Err(db_err(e));
+        }
+        durable.committed(retired);
+        let journaled = durable.journal.append(&Entry {
+            meta: meta.clone(),
+            semantics,
+        });
+        drop(durable);
+        if let Err(e) = journaled {
+            // the commit is visible but not yet durable: make it so the slow way
+            tracing::warn!(error = %e, "could not append to the commit journal; syncing the item store");
+            self.sync()?;
+        }
+        Ok(meta)
+    }
+
+    /// Applies a changeset the journal lists and the item store lost (a crash before
+    /// its durable commit) from its log file, exactly as it was applied: same items,
+    /// same catalog entry. Commits durably.
+    pub(crate) fn replay(&self, entry: &Entry) -> Result<()> {
+        let meta = &entry.meta;
+        let fail = |what: String| {
+            Error::Internal(format!(
+                "replaying changeset {} (seq {}): {what}",
+                meta.id, meta.seq
+            ))
+        };
+        let txn = self.db.begin_write().map_err(db_err)?;
+        let last = {
+            let cat = txn.open_table(CATALOG).map_err(db_err)?;
+            let last = cat.last().map_err(db_err)?;
+            last.map_or(0, |(k, _)| k.value())
+        };
+        if meta.seq != last + 1 {
+            return Err(fail(format!(
+                "the item store's newest changeset is seq {last}"
+            )));
+        }
+        let file = fs::File::open(self.log_path(&meta.id)).map_err(|e| fail(e.to_string()))?;
+        let mut body = Md5Reader::new(zstd::stream::read::Decoder::new(file)?);
+        if let Some(ty) = entry.semantics {
+            apply_items(&txn, ty, &mut body, &mut |_| Ok(()))?;
+        }
+        io::copy(&mut body, &mut io::sink())?;
+        let (md5, length) = body.finish();
+        if md5 != meta.md5 || length != meta.length {
+            return Err(fail(format!(
+                "the file has md5 {md5} and length {length}, the journal says {} and {}",
+                meta.md5, meta.length
+            )));
+        }
+        let retired = list_in_catalog(&txn, meta, self.retain_snapshots)?;
+        txn.commit().map_err(db_err)?;
+        remove_log_files(self, retired);
+        Ok(())
+    }
+}
+
+/// Deletes the log files of changesets the catalog no longer lists.
+pub(crate) fn remove_log_files(store: &Store, ids: Vec<String>) {
+    for id in ids {
+        if let Err(e) = fs::remove_file(store.log_path(&id)) {
+            tracing::warn!(%id, error = %e, "could not delete a changeset file retention dropped");
+        }
+    }
+}
+
+/// Applies `body`'s actions to the items in `txn` with `ty`'s item-set semantics,
+/// calling `on_change` with every change: the number of actions and what they did.
+fn apply_items(
+    txn: &WriteTransaction,
+    ty: ChangesetType,
+    body: impl Read,
+    on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
+) -> Result<(u64, Counts)> {
+    let mut counts = Counts::default();
+    let mut items = txn.open_table(ITEMS).map_err(db_err)?;
+    if ty == ChangesetType::Reset {
+        counts.deleted = items.len().map_err(db_err)?;
+        items.retain(|_, _| false).map_err(db_err)?;
+        on_change(ItemChange::Clear)?;
+    }
+    let mut named: HashSet<String> = HashSet::new();
+    let mut scratch = Vec::with_capacity(1024);
+    let summary = read_changeset(BufReader::with_capacity(256 * 1024, body), |action| {
+        check_allowed(ty, &action, &mut named).map_err(ApplyError::Other)?;
+        apply_action(&mut items, action, &mut counts, &mut scratch, on_change)
+            .map_err(ApplyError::Other)
+    });
+    let summary = match summary {
+        Ok(s) => s,
+        Err(ApplyError::Parse(e)) => {
+            return Err(Error::BadRequest(format!("invalid changeset: {e}")))
+        }
+        Err(ApplyError::Other(e)) => return Err(e),
+    };
+    if summary.actions > 0 && ty.replaces_all() {
+        let mut gone = Vec::new();
+        for row in items.iter().map_err(db_err)? {
+            let (k, _) = row.map_err(db_err)?;
+            if !named.contains(k.value()) {
+                gone.push(k.value().to_string());
             }
         }
+        for id in gone {
+            items.remove(id.as_str()).map_err(db_err)?;
+            counts.deleted += 1;
+            on_change(ItemChange::Delete(id))?;
+        }
+    }
+    Ok((summary.actions, counts))
+}
+
+/// Lists `meta` in the catalog under its sequence number and applies retention: the
+/// ids of the changesets retention dropped (their files go once that is durable).
+fn list_in_catalog(
+    txn: &WriteTransaction,
+    meta: &ChangesetMeta,
+    retain: usize,
+) -> Result<Vec<String>> {
+    let mut cat = txn.open_table(CATALOG).map_err(db_err)?;
+    cat.insert(meta.seq, meta.encode().as_slice())
+        .map_err(db_err)?;
+    let mut removed = Vec::new();
+    if let Some(cutoff) = retention_cutoff(&cat, meta, retain)? {
+        let mut old = Vec::new();
+        for row in cat.range(..cutoff).map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            old.push((k.value(), ChangesetMeta::decode(v.value())?.id));
+        }
+        for (k, id) in old {
+            cat.remove(k).map_err(db_err)?;
+            removed.push(id);
+        }
+    }
+    Ok(removed)
+}
+
+/// Hashes and counts what is read through it.
+struct Md5Reader<R> {
+    inner: R,
+    md5: Md5,
+    length: u64,
+}
+
+impl<R: Read> Md5Reader<R> {
+    fn new(inner: R) -> Self {
+        Md5Reader {
+            inner,
+            md5: Md5::new(),
+            length: 0,
+        }
+    }
+    fn finish(self) -> (String, u64) {
+        (hex::encode(self.md5.finalize()), self.length)
+    }
+}
+
+impl<R: Read> Read for Md5Reader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.md5.update(&buf[..n]);
+        self.length += n as u64;
+        Ok(n)
     }
 }
 

@@ -3,10 +3,13 @@
 //! database so that a changeset's items and its catalog entry commit in one transaction.
 //!
 //! Crash safety: a changeset file is written to `<id>.tmp`, fsynced and renamed before
-//! the transaction that lists it commits; at open, files the catalog does not list are
-//! orphans of an interrupted apply and are deleted.
+//! the transaction that lists it commits; that commit is made durable by the commit
+//! journal (`journal`), and at open every journaled changeset the item store lost is
+//! applied again. Files the catalog then does not list are orphans of an interrupted
+//! apply (or of retention) and are deleted.
 
 mod apply;
+mod journal;
 mod log;
 mod meta;
 
@@ -17,6 +20,7 @@ pub use meta::{ChangesetMeta, ChangesetType};
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use discern_model::{decode_record, Error, Record, Result};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -94,6 +98,29 @@ pub struct Store {
     log_dir: PathBuf,
     db: Database,
     retain_snapshots: usize,
+    /// Taken after a write transaction, never before (see `sync`).
+    durable: parking_lot::Mutex<Durable>,
+}
+
+/// What is committed but not yet durable in the item store itself.
+struct Durable {
+    journal: journal::Journal,
+    /// Changesets retention dropped whose files go once that is durable (a changeset
+    /// the journal lists may need its file until then).
+    retired: Vec<String>,
+    /// When the oldest commit not yet synced was made.
+    since: Option<Instant>,
+    /// When the newest commit was made.
+    last: Option<Instant>,
+}
+
+impl Durable {
+    fn committed(&mut self, retired: Vec<String>) {
+        let now = Instant::now();
+        self.since.get_or_insert(now);
+        self.last = Some(now);
+        self.retired.extend(retired);
+    }
 }
 
 impl Store {
@@ -114,14 +141,73 @@ impl Store {
             txn.open_table(CATALOG).map_err(db_err)?;
             txn.commit().map_err(db_err)?;
         }
+        let (journal, journaled) = journal::Journal::open(dir)?;
         let store = Store {
             dir: dir.to_path_buf(),
             log_dir,
             db,
             retain_snapshots: retain_snapshots.max(1),
+            durable: parking_lot::Mutex::new(Durable {
+                journal,
+                retired: Vec::new(),
+                since: None,
+                last: None,
+            }),
         };
+        store.recover(journaled)?;
         store.remove_orphans()?;
         Ok(store)
+    }
+
+    /// Applies again every journaled changeset the item store does not list (it was
+    /// committed, acknowledged, and lost with the process before a durable commit),
+    /// then empties the journal.
+    fn recover(&self, journaled: Vec<journal::Entry>) -> Result<()> {
+        let listed = self.list(true)?.last().map_or(0, |m| m.seq);
+        let lost: Vec<_> = journaled
+            .into_iter()
+            .filter(|e| e.meta.seq > listed)
+            .collect();
+        if !lost.is_empty() {
+            tracing::info!(
+                changesets = lost.len(),
+                "applying again the journaled changesets the item store lost"
+            );
+        }
+        for entry in &lost {
+            self.replay(entry)?;
+        }
+        self.sync()
+    }
+
+    /// Makes every commit durable in the item store itself and empties the journal.
+    /// Waits for an apply in progress (it holds the write transaction), and an apply
+    /// waits for it.
+    pub fn sync(&self) -> Result<()> {
+        let txn = self.db.begin_write().map_err(db_err)?;
+        let mut durable = self.durable.lock();
+        if durable.journal.is_empty() && durable.retired.is_empty() && durable.since.is_none() {
+            txn.abort().map_err(db_err)?;
+            return Ok(());
+        }
+        // an empty commit: durable, it makes every commit before it durable too
+        txn.commit().map_err(db_err)?;
+        durable.journal.clear()?;
+        durable.since = None;
+        let retired = std::mem::take(&mut durable.retired);
+        drop(durable);
+        apply::remove_log_files(self, retired);
+        Ok(())
+    }
+
+    /// Whether `sync` is due: commits are waiting and none came for `idle`, or the
+    /// oldest has waited `longest`.
+    pub fn sync_due(&self, idle: Duration, longest: Duration) -> bool {
+        let durable = self.durable.lock();
+        match (durable.since, durable.last) {
+            (Some(since), Some(last)) => last.elapsed() >= idle || since.elapsed() >= longest,
+            _ => false,
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -267,6 +353,15 @@ impl Store {
     }
 }
 
+impl Drop for Store {
+    /// Leaves the item store durable, so that the next open has nothing to apply again.
+    fn drop(&mut self) {
+        if let Err(e) = self.sync() {
+            tracing::warn!(error = %e, "could not make the item store durable at close");
+        }
+    }
+}
+
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)?.sync_all()?;
     Ok(())
@@ -285,4 +380,136 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         sync_dir(parent)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(s: &Store, ty: ChangesetType, doc: &str) {
+        s.apply_changeset(ty, doc.as_bytes(), &mut |_| Ok(()))
+            .unwrap();
+    }
+
+    /// The data dir as a crash would leave it while `s` is open: the files as the OS
+    /// holds them, the item store's header as last synced.
+    fn crash_image(from: &Path) -> tempfile::TempDir {
+        let to = tempfile::tempdir().unwrap();
+        for sub in ["", "changesets"] {
+            fs::create_dir_all(to.path().join(sub)).unwrap();
+            for entry in fs::read_dir(from.join(sub)).unwrap() {
+                let entry = entry.unwrap();
+                if entry.file_type().unwrap().is_file() {
+                    fs::copy(entry.path(), to.path().join(sub).join(entry.file_name())).unwrap();
+                }
+            }
+        }
+        to
+    }
+
+    fn state(s: &Store) -> (Vec<ChangesetMeta>, Vec<(String, Vec<u8>)>) {
+        let mut items = Vec::new();
+        s.scan_raw(100, |b| {
+            items.extend(b);
+            Ok(())
+        })
+        .unwrap();
+        (s.list(true).unwrap(), items)
+    }
+
+    /// Commits after the last sync live in the journal: a crash image opens with every
+    /// acknowledged changeset and item, listed as before — and without the journal
+    /// they would be lost (the item store alone reverts to its last sync).
+    #[test]
+    fn a_crash_after_unsynced_commits_loses_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), 2, 8 << 20).unwrap();
+        let set = |id: &str, v: &str| {
+            format!("<set-item id='{id}'><properties><struct><entry name='v'><string>{v}</string></entry></struct></properties></set-item>")
+        };
+        apply(
+            &s,
+            ChangesetType::Snapshot,
+            &format!("<changeset>{}{}</changeset>", set("a", "1"), set("b", "1")),
+        );
+        s.sync().unwrap();
+        apply(
+            &s,
+            ChangesetType::Delta,
+            &format!(
+                "<changeset>{}<remove-item id='b'/></changeset>",
+                set("a", "2")
+            ),
+        );
+        apply(
+            &s,
+            ChangesetType::Delta,
+            &format!("<changeset>{}</changeset>", set("c", "3")),
+        );
+        // retention (2 complete states kept) drops the first three at the checkpoint: their files must
+        // stay until that is durable, for the journal's replay needs them
+        apply(
+            &s,
+            ChangesetType::Snapshot,
+            &format!("<changeset>{}{}</changeset>", set("c", "4"), set("d", "4")),
+        );
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><add-item id='e'/></changeset>",
+        );
+        let cp = s.checkpoint().unwrap();
+        let before = state(&s);
+        assert_eq!(before.0.len(), 3);
+        assert_eq!(before.0.last().unwrap().id, cp.id);
+
+        let image = crash_image(d.path());
+        let lost = crash_image(d.path());
+        fs::remove_file(lost.path().join("journal")).unwrap();
+
+        let r = Store::open(image.path(), 2, 8 << 20).unwrap();
+        assert_eq!(state(&r), before);
+        // the replay was synced and the journal emptied; retired files are gone
+        assert_eq!(fs::metadata(image.path().join("journal")).unwrap().len(), 0);
+        let files = fs::read_dir(image.path().join("changesets"))
+            .unwrap()
+            .count();
+        assert_eq!(files, before.0.len());
+        drop(r);
+        assert_eq!(
+            state(&Store::open(image.path(), 2, 8 << 20).unwrap()),
+            before
+        );
+
+        let without = Store::open(lost.path(), 2, 8 << 20).unwrap();
+        assert_eq!(
+            without.list(true).unwrap().len(),
+            1,
+            "the item store alone should hold only the synced snapshot"
+        );
+        drop(without);
+    }
+
+    /// A journal entry whose file does not hold what it says is an error at open, not a
+    /// silently different item set.
+    #[test]
+    fn a_journaled_file_that_changed_fails_the_open() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), 1, 8 << 20).unwrap();
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><add-item id='a'/></changeset>",
+        );
+        let meta = s.list(true).unwrap().pop().unwrap();
+        let image = crash_image(d.path());
+        let path = image
+            .path()
+            .join("changesets")
+            .join(format!("{}.xml.zst", meta.id));
+        let other = zstd::encode_all(&b"<changeset><add-item id='b'/></changeset>"[..], 1).unwrap();
+        fs::write(&path, other).unwrap();
+        let err = Store::open(image.path(), 1, 8 << 20).err().unwrap();
+        assert!(err.to_string().contains("md5"), "{err}");
+    }
 }
