@@ -631,8 +631,17 @@ impl<'w> Builder<'w> {
             if !terms::has_terms(&d.kind) {
                 continue;
             }
-            let before = terms::value_terms(old.and_then(|o| o.values[di].as_ref()));
-            let after = terms::value_terms(new.and_then(|n| n.values[di].as_ref()));
+            let (old, new) = (
+                old.and_then(|o| o.values[di].as_ref()),
+                new.and_then(|n| n.values[di].as_ref()),
+            );
+            // (most updates leave most values as they were: comparing them is far
+            // cheaper than sorting both term lists)
+            if old == new {
+                continue;
+            }
+            let before = terms::value_terms(old);
+            let after = terms::value_terms(new);
             if before != after {
                 terms::diff_terms(&before, &after, &mut deltas[di]);
             }
