@@ -202,7 +202,7 @@ fn load(
         bar.set_message(f.display().to_string());
         let raw = bar.wrap_read(file);
         let name = f.to_string_lossy();
-        let reader: Box<dyn std::io::Read> = if name.ends_with(".gz") {
+        let reader: Box<dyn std::io::Read + Send> = if name.ends_with(".gz") {
             Box::new(flate2::read::MultiGzDecoder::new(raw))
         } else if name.ends_with(".zst") {
             Box::new(zstd::stream::read::Decoder::new(raw)?)

@@ -403,7 +403,7 @@ impl Engine {
         &self,
         guard: &mut WriterGuard,
         ty: ChangesetType,
-        body: impl Read,
+        body: impl Read + Send,
     ) -> Result<ApplyOutcome> {
         self.apply_dated(guard, ty, None, body)
     }
@@ -414,7 +414,7 @@ impl Engine {
         guard: &mut WriterGuard,
         ty: ChangesetType,
         date: Option<u64>,
-        body: impl Read,
+        body: impl Read + Send,
     ) -> Result<ApplyOutcome> {
         self.apply_with(guard, |store, on_change| {
             store.apply_changeset_dated(ty, date, body, on_change)
@@ -426,7 +426,7 @@ impl Engine {
         &self,
         guard: &mut WriterGuard,
         listed: &discern_store::Listed,
-        body: impl Read,
+        body: impl Read + Send,
     ) -> Result<ApplyOutcome> {
         self.apply_with(guard, |store, on_change| {
             store.apply_replicated(listed, body, on_change)

@@ -100,7 +100,7 @@ impl Store {
     pub fn apply_changeset(
         &self,
         ty: ChangesetType,
-        body: impl Read,
+        body: impl Read + Send,
         on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
     ) -> Result<ApplyOutcome> {
         self.apply_changeset_dated(ty, None, body, on_change)
@@ -112,7 +112,7 @@ impl Store {
         &self,
         ty: ChangesetType,
         date: Option<u64>,
-        body: impl Read,
+        body: impl Read + Send,
         on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
     ) -> Result<ApplyOutcome> {
         let log = LogWriter::create(&self.log_dir)?;
@@ -133,7 +133,7 @@ impl Store {
     pub fn apply_replicated(
         &self,
         listed: &Listed,
-        body: impl Read,
+        body: impl Read + Send,
         on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
     ) -> Result<ApplyOutcome> {
         if self.meta(&listed.id)?.is_some() {
@@ -162,7 +162,7 @@ impl Store {
     fn apply_planned(
         &self,
         plan: Plan,
-        body: impl Read,
+        body: impl Read + Send,
         on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
     ) -> Result<ApplyOutcome> {
         let Plan {
@@ -342,12 +342,17 @@ pub(crate) fn remove_log_files(store: &Store, ids: Vec<String>) {
     }
 }
 
+/// Actions per message from an apply's parser thread to its store side.
+const ACTION_BATCH: usize = 64;
+
 /// Applies `body`'s actions to the items in `txn` with `ty`'s item-set semantics,
 /// calling `on_change` with every change: the number of actions and what they did.
+/// The document is parsed on a thread of its own while this one reads and writes the
+/// item store, so that the two halves of an apply overlap.
 fn apply_items(
     txn: &WriteTransaction,
     ty: ChangesetType,
-    body: impl Read,
+    body: impl Read + Send,
     on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
 ) -> Result<(u64, Counts)> {
     let mut counts = Counts::default();
@@ -359,12 +364,50 @@ fn apply_items(
     }
     let mut named: HashSet<String> = HashSet::new();
     let mut scratch = Vec::with_capacity(1024);
-    let summary = read_changeset(BufReader::with_capacity(256 * 1024, body), |action| {
-        check_allowed(ty, &action, &mut named).map_err(ApplyError::Other)?;
-        apply_action(&mut items, action, &mut counts, &mut scratch, on_change)
-            .map_err(ApplyError::Other)
-    });
-    let summary = match summary {
+    let (parsed, applied) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Action>>(16);
+        let parser = std::thread::Builder::new()
+            .name("changeset-parse".into())
+            .spawn_scoped(scope, move || {
+                let mut batch = Vec::with_capacity(ACTION_BATCH);
+                let summary =
+                    read_changeset(BufReader::with_capacity(256 * 1024, body), |action| {
+                        batch.push(action);
+                        if batch.len() == ACTION_BATCH {
+                            let full =
+                                std::mem::replace(&mut batch, Vec::with_capacity(ACTION_BATCH));
+                            // the store side stopped (its error is the apply's)
+                            tx.send(full).map_err(|_| {
+                                ApplyError::Other(Error::Internal("the apply stopped".into()))
+                            })?;
+                        }
+                        Ok::<(), ApplyError>(())
+                    });
+                if !batch.is_empty() {
+                    let _ = tx.send(batch);
+                }
+                summary
+            })
+            .map_err(|e| Error::Internal(format!("cannot start the changeset parser: {e}")))?;
+        let mut applied = Ok(());
+        'batches: for batch in rx {
+            for action in batch {
+                applied = check_allowed(ty, &action, &mut named).and_then(|()| {
+                    apply_action(&mut items, action, &mut counts, &mut scratch, on_change)
+                });
+                if applied.is_err() {
+                    // dropping the receiver stops the parser at its next batch
+                    break 'batches;
+                }
+            }
+        }
+        let parsed = parser
+            .join()
+            .map_err(|_| Error::Internal("the changeset parser panicked".into()))?;
+        Ok::<_, Error>((parsed, applied))
+    })?;
+    applied?;
+    let summary = match parsed {
         Ok(s) => s,
         Err(ApplyError::Parse(e)) => {
             return Err(Error::BadRequest(format!("invalid changeset: {e}")))
@@ -760,6 +803,63 @@ mod tests {
         apply(&s, ChangesetType::Reset, "<changeset/>").unwrap();
         assert_eq!(s.item_count().unwrap(), 0);
         assert_eq!(s.list(true).unwrap().len(), 1);
+    }
+
+    /// The parser runs ahead of the store on its own thread: an error on either side,
+    /// early or late in a long document, fails the whole apply (no hang, nothing
+    /// stored, the parser stopped), and the error named is the one that happened.
+    #[test]
+    fn errors_on_either_side_of_a_long_document() {
+        let (d, s) = store();
+        let many =
+            |n: usize| -> String { (0..n).map(|i| format!("<set-item id='i{i}'/>")).collect() };
+        // the store side refuses the 3rd action; thousands follow, queued by the parser
+        let dup = format!(
+            "<changeset><set-item id='x'/><set-item id='y'/><set-item id='x'/>{}</changeset>",
+            many(20_000)
+        );
+        let err = apply(&s, ChangesetType::Bulk, &dup).unwrap_err();
+        assert!(
+            err.to_string().contains("names item \"x\" more than once"),
+            "{err}"
+        );
+        // the parser fails after 5,000 good actions
+        let bad = format!("<changeset>{}<bogus/></changeset>", many(5_000));
+        let err = apply(&s, ChangesetType::Delta, &bad).unwrap_err();
+        assert!(
+            matches!(err, Error::BadRequest(_)) && err.to_string().contains("bogus"),
+            "{err}"
+        );
+        // the callback fails late
+        let mut seen = 0;
+        let err = s
+            .apply_changeset(
+                ChangesetType::Delta,
+                format!("<changeset>{}</changeset>", many(3_000)).as_bytes(),
+                &mut |_| {
+                    seen += 1;
+                    if seen == 2_500 {
+                        return Err(Error::Internal("the index refused".into()));
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("the index refused"), "{err}");
+        assert_eq!(s.item_count().unwrap(), 0);
+        assert!(s.list(true).unwrap().is_empty());
+        assert_eq!(
+            fs::read_dir(d.path().join("changesets")).unwrap().count(),
+            0
+        );
+        // and a long document applies whole
+        apply(
+            &s,
+            ChangesetType::Delta,
+            &format!("<changeset>{}</changeset>", many(3_000)),
+        )
+        .unwrap();
+        assert_eq!(s.item_count().unwrap(), 3_000);
     }
 
     #[test]
