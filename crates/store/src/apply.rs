@@ -10,7 +10,7 @@ use redb::{Durability, ReadableTable, ReadableTableMetadata, Table, WriteTransac
 use crate::journal::Entry;
 use crate::log::{LogWriter, Staged};
 use crate::meta::{ChangesetMeta, ChangesetType};
-use crate::{db_err, sync_dir, Store, CATALOG, ITEMS};
+use crate::{db_err, Store, CATALOG, ITEMS};
 
 /// A changeset as another engine's listing describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,12 +182,14 @@ impl Store {
             txn.abort().map_err(db_err)?;
             return Ok(ApplyOutcome::Empty);
         }
+        // the log file is finished and fsynced while the index takes the last changes
+        log.close();
         // dropping the transaction and the log writer on an error undoes both
         on_change(ItemChange::Flush)?;
         let staged = log.finish()?;
         if let Some((md5, length)) = expect {
             if staged.md5 != md5 || staged.length != length {
-                let _ = fs::remove_file(&staged.tmp);
+                let _ = fs::remove_file(&staged.path);
                 txn.abort().map_err(db_err)?;
                 return Err(Error::Internal(format!(
                     "changeset {}: received md5 {} and length {}, the listing says {md5} and {length}",
@@ -223,7 +225,7 @@ impl Store {
         self.commit_with_log(txn, staged, ChangesetType::Checkpoint, None, None)
     }
 
-    /// Moves the staged file into place, lists it, applies retention and commits; durable
+    /// Lists the staged (fsynced) file, applies retention and commits; durable
     /// once the journal holds its entry (see `journal`). `semantics`: what the changeset
     /// did to the items (`None`: nothing, a checkpoint).
     fn commit_with_log(
@@ -234,10 +236,7 @@ impl Store {
         semantics: Option<ChangesetType>,
         date: Option<u64>,
     ) -> Result<ChangesetMeta> {
-        let final_path = self.log_path(&staged.id);
         let listed = (|| -> Result<(ChangesetMeta, Vec<String>)> {
-            fs::rename(&staged.tmp, &final_path)?;
-            sync_dir(&self.log_dir)?;
             let seq = {
                 let cat = txn.open_table(CATALOG).map_err(db_err)?;
                 let last = cat.last().map_err(db_err)?;
@@ -264,8 +263,7 @@ impl Store {
         let (meta, retired) = match listed {
             Ok(listed) => listed,
             Err(e) => {
-                let _ = fs::remove_file(&final_path);
-                let _ = fs::remove_file(&staged.tmp);
+                let _ = fs::remove_file(&staged.path);
                 return Err(e);
             }
         };
@@ -274,7 +272,7 @@ impl Store {
         let mut durable = self.durable.lock();
         if let Err(e) = txn.commit() {
             drop(durable);
-            let _ = fs::remove_file(&final_path);
+            let _ = fs::remove_file(&staged.path);
             return Err(db_err(e));
         }
         durable.committed(retired);

@@ -2,7 +2,7 @@
 //! in its own file, described by a catalog — and the item store, both in one redb
 //! database so that a changeset's items and its catalog entry commit in one transaction.
 //!
-//! Crash safety: a changeset file is written to `<id>.tmp`, fsynced and renamed before
+//! Crash safety: a changeset file is written and fsynced (with its directory) before
 //! the transaction that lists it commits; that commit is made durable by the commit
 //! journal (`journal`), and at open every journaled changeset the item store lost is
 //! applied again. Files the catalog then does not list are orphans of an interrupted

@@ -6,13 +6,14 @@ use std::thread::JoinHandle;
 
 use md5::{Digest, Md5};
 
-/// Receives a changeset body: compresses it into `<id>.tmp` while hashing and counting
-/// the uncompressed bytes, on a thread of its own so that parsing and applying (the
-/// caller's thread) overlap with hashing and compression. Nothing is visible until the
-/// apply commits.
+/// Receives a changeset body: compresses it into `<id>.xml.zst` while hashing and
+/// counting the uncompressed bytes, on a thread of its own so that parsing and applying
+/// (the caller's thread) overlap with hashing and compression; then fsyncs the file and
+/// its directory. Nothing is visible until the apply commits and lists it (a file no
+/// listing names is an orphan, deleted at open).
 pub struct LogWriter {
     pub(crate) id: String,
-    pub(crate) tmp: PathBuf,
+    pub(crate) path: PathBuf,
     tx: Option<SyncSender<Vec<u8>>>,
     worker: Option<JoinHandle<io::Result<(String, u64)>>>,
     pub(crate) length: u64,
@@ -27,7 +28,7 @@ pub fn threads_started() -> u64 {
 
 pub(crate) struct Staged {
     pub id: String,
-    pub tmp: PathBuf,
+    pub path: PathBuf,
     pub md5: String,
     pub length: u64,
     pub raw_length: u64,
@@ -54,8 +55,9 @@ impl LogWriter {
     }
 
     fn start(dir: &std::path::Path, id: String) -> io::Result<LogWriter> {
-        let tmp = dir.join(format!("{id}.tmp"));
-        let file = File::create(&tmp)?;
+        let path = dir.join(format!("{id}.xml.zst"));
+        let file = File::create(&path)?;
+        let dir = dir.to_path_buf();
         let (tx, rx) = sync_channel::<Vec<u8>>(16);
         let worker = std::thread::Builder::new()
             .name("changeset-log".into())
@@ -73,12 +75,14 @@ impl LogWriter {
                 let buf = enc.finish()?;
                 let file = buf.into_inner().map_err(|e| e.into_error())?;
                 file.sync_all()?;
+                // the file's name too, before a commit lists it
+                File::open(&dir)?.sync_all()?;
                 let raw_length = file.metadata()?.len();
                 Ok((hex::encode(md5.finalize()), raw_length))
             })?;
         Ok(LogWriter {
             id,
-            tmp,
+            path,
             tx: Some(tx),
             worker: Some(worker),
             length: 0,
@@ -99,12 +103,18 @@ impl LogWriter {
         }
     }
 
-    /// Compresses, flushes and fsyncs the file.
+    /// Ends the body: the writer's thread finishes compressing and fsyncs while the
+    /// caller does other work (then `finish`).
+    pub(crate) fn close(&mut self) {
+        self.tx.take();
+    }
+
+    /// Waits for the file to be compressed, flushed and fsynced.
     pub(crate) fn finish(mut self) -> io::Result<Staged> {
         let (md5, raw_length) = self.join()?;
         Ok(Staged {
             id: std::mem::take(&mut self.id),
-            tmp: std::mem::take(&mut self.tmp),
+            path: std::mem::take(&mut self.path),
             md5,
             length: self.length,
             raw_length,
@@ -136,9 +146,9 @@ impl Write for LogWriter {
 impl Drop for LogWriter {
     /// An unfinished writer (rejected changeset) leaves no file behind.
     fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
+        if !self.path.as_os_str().is_empty() {
             let _ = self.join();
-            let _ = fs::remove_file(&self.tmp);
+            let _ = fs::remove_file(&self.path);
         }
     }
 }
