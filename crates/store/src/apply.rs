@@ -197,7 +197,9 @@ impl Store {
                 )));
             }
         }
-        let meta = self.commit_with_log(txn, staged, stored, Some(ty), date)?;
+        let changed = counts.created + counts.modified + counts.deleted;
+        let durable_now = changed >= DURABLE_COMMIT_ITEMS;
+        let meta = self.commit_with_log(txn, staged, stored, Some(ty), date, durable_now)?;
         Ok(ApplyOutcome::Applied {
             meta,
             created: counts.created,
@@ -222,12 +224,13 @@ impl Store {
         }
         let staged = log.finish()?;
         let txn = self.db.begin_write().map_err(db_err)?;
-        self.commit_with_log(txn, staged, ChangesetType::Checkpoint, None, None)
+        self.commit_with_log(txn, staged, ChangesetType::Checkpoint, None, None, false)
     }
 
     /// Lists the staged (fsynced) file, applies retention and commits; durable
-    /// once the journal holds its entry (see `journal`). `semantics`: what the changeset
-    /// did to the items (`None`: nothing, a checkpoint).
+    /// once the journal holds its entry (see `journal`), or with `durable_now` by the
+    /// commit itself (which syncs everything before it too). `semantics`: what the
+    /// changeset did to the items (`None`: nothing, a checkpoint).
     fn commit_with_log(
         &self,
         mut txn: WriteTransaction,
@@ -235,6 +238,7 @@ impl Store {
         ty: ChangesetType,
         semantics: Option<ChangesetType>,
         date: Option<u64>,
+        durable_now: bool,
     ) -> Result<ChangesetMeta> {
         let listed = (|| -> Result<(ChangesetMeta, Vec<String>)> {
             let seq = {
@@ -267,7 +271,9 @@ impl Store {
                 return Err(e);
             }
         };
-        txn.set_durability(Durability::None);
+        if !durable_now {
+            txn.set_durability(Durability::None);
+        }
         // lock order: a write transaction, then the journal (`Store::sync`)
         let mut durable = self.durable.lock();
         if let Err(e) = txn.commit() {
@@ -276,11 +282,20 @@ impl Store {
             return Err(db_err(e));
         }
         durable.committed(retired);
-        let journaled = durable.journal.append(&Entry {
-            meta: meta.clone(),
-            semantics,
-        });
+        let journaled = if durable_now {
+            durable.synced()
+        } else {
+            durable.journal.append(&Entry {
+                meta: meta.clone(),
+                semantics,
+            })
+        };
+        let retired = match durable_now {
+            true => std::mem::take(&mut durable.retired),
+            false => Vec::new(),
+        };
         drop(durable);
+        remove_log_files(self, retired);
         if let Err(e) = journaled {
             // the commit is visible but not yet durable: make it so the slow way
             tracing::warn!(error = %e, "could not append to the commit journal; syncing the item store");
@@ -339,6 +354,12 @@ pub(crate) fn remove_log_files(store: &Store, ids: Vec<String>) {
         }
     }
 }
+
+/// An apply changing at least this many items commits durably itself, rather than
+/// through the journal: the OS would otherwise write its pages back behind the next
+/// applies' fsyncs (a bulk of a million items leaves gigabytes to write), which then
+/// waited for them — the apply that wrote them pays instead.
+pub(crate) const DURABLE_COMMIT_ITEMS: u64 = 10_000;
 
 /// Actions per message from an apply's parser thread to its store side.
 const ACTION_BATCH: usize = 64;

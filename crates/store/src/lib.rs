@@ -115,6 +115,13 @@ struct Durable {
 }
 
 impl Durable {
+    /// After a durable commit: nothing waits for a sync (but the files retention
+    /// dropped, which the caller deletes).
+    fn synced(&mut self) -> std::io::Result<()> {
+        self.since = None;
+        self.journal.clear()
+    }
+
     fn committed(&mut self, retired: Vec<String>) {
         let now = Instant::now();
         self.since.get_or_insert(now);
@@ -192,8 +199,7 @@ impl Store {
         }
         // an empty commit: durable, it makes every commit before it durable too
         txn.commit().map_err(db_err)?;
-        durable.journal.clear()?;
-        durable.since = None;
+        durable.synced()?;
         let retired = std::mem::take(&mut durable.retired);
         drop(durable);
         apply::remove_log_files(self, retired);
@@ -488,6 +494,34 @@ mod tests {
             "the item store alone should hold only the synced snapshot"
         );
         drop(without);
+    }
+
+    /// An apply of many items commits durably itself: nothing is left in the journal,
+    /// and a crash image holds it without one.
+    #[test]
+    fn a_large_apply_is_durable_without_the_journal() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), 2, 8 << 20).unwrap();
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><add-item id='small'/></changeset>",
+        );
+        assert!(fs::metadata(d.path().join("journal")).unwrap().len() > 0);
+        let many: String = (0..apply::DURABLE_COMMIT_ITEMS)
+            .map(|i| format!("<add-item id='i{i}'/>"))
+            .collect();
+        apply(
+            &s,
+            ChangesetType::Delta,
+            &format!("<changeset>{many}</changeset>"),
+        );
+        assert_eq!(fs::metadata(d.path().join("journal")).unwrap().len(), 0);
+        let image = crash_image(d.path());
+        fs::remove_file(image.path().join("journal")).unwrap();
+        let r = Store::open(image.path(), 2, 8 << 20).unwrap();
+        assert_eq!(r.item_count().unwrap(), apply::DURABLE_COMMIT_ITEMS + 1);
+        assert_eq!(r.list(true).unwrap().len(), 2);
     }
 
     /// A journal entry whose file does not hold what it says is an error at open, not a
