@@ -49,11 +49,13 @@ use terms::{TermDict, TermDicts};
 
 /// Items per chunk: an apply copies only the chunks it touches — each copy bumps the
 /// reference count of every document in it and drops the chunk's columns, which the
-/// next request scanning that chunk builds again. 1,000 items changed at random over a
-/// million touch ~630 chunks of 1,024 (645k documents copied) or ~880 of 256 (225k):
-/// with 256 a 1,000-item delta took ~15% less and the first ranked or geo request after
-/// it 20–30 ms instead of 75–106 ms; requests on unchanged chunks were no slower.
-const CHUNK: usize = 256;
+/// next request scanning that chunk builds again — while facet counting and scans pay
+/// a little per chunk. 1,000 items changed at random over a million copy ~630 chunks of
+/// 1,024 (640k documents), ~780 of 512 (400k) or ~880 of 256 (225k). Measured at 1M:
+/// a delta took ~15% less with 256 than with 1,024 and ~10% more with 512 than with
+/// 256; the facets class (best of 7 per request, servers alternated, noisy) took
+/// 277–372 ms with 1,024, 348–375 with 512, 439–531 with 256.
+const CHUNK: usize = 512;
 
 #[derive(Clone, Debug)]
 pub struct Doc {
