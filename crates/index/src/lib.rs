@@ -49,13 +49,13 @@ use terms::{TermDict, TermDicts};
 
 /// Items per chunk: an apply copies only the chunks it touches — each copy bumps the
 /// reference count of every document in it and drops the chunk's columns, which the
-/// next request scanning that chunk builds again — while facet counting and scans pay
-/// a little per chunk. 1,000 items changed at random over a million copy ~630 chunks of
-/// 1,024 (640k documents), ~780 of 512 (400k) or ~880 of 256 (225k). Measured at 1M:
-/// a delta took ~15% less with 256 than with 1,024 and ~10% more with 512 than with
-/// 256; the facets class (best of 7 per request, servers alternated, noisy) took
-/// 277–372 ms with 1,024, 348–375 with 512, 439–531 with 256.
-const CHUNK: usize = 512;
+/// next request scanning that chunk builds again — while facet counting pays per chunk
+/// (numeric facets add up a histogram per chunk counted whole). Measured at 1M (session
+/// 20, DECISIONS): 256 made a 1,000-item delta ~15% cheaper and the first ranked or geo
+/// request after one 3–4× faster, but the facets class 10–15% slower; 512 was in
+/// between, and the benchmark's facets p50 went from 4.97 to 5.76 ms. Smaller chunks
+/// wait for facet counting whose cost does not follow the chunk count.
+const CHUNK: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct Doc {
