@@ -105,7 +105,10 @@ enum Indexed<'w> {
 const SYNC_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
 const SYNC_LONGEST: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Syncs the engine's item store when due, until the engine is gone.
+/// Syncs the engine's item store when due, until the engine is gone. (It holds the
+/// engine while it checks or syncs, so the last `Arc` may be dropped here: code that
+/// drops an engine and opens its data dir again in the same process must wait for the
+/// store to close.)
 fn spawn_store_sync(engine: std::sync::Weak<Engine>) -> Result<()> {
     std::thread::Builder::new()
         .name("store-sync".into())
