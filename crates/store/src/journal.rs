@@ -40,12 +40,21 @@ impl Journal {
     /// first damaged line).
     pub fn open(dir: &Path) -> io::Result<(Journal, Vec<Entry>)> {
         let path = dir.join("journal");
-        let entries = match fs::read(&path) {
-            Ok(bytes) => parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        let (entries, valid, len) = match fs::read(&path) {
+            Ok(bytes) => {
+                let (entries, valid) = parse(&bytes);
+                (entries, valid, bytes.len())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), 0, 0),
             Err(e) => return Err(e),
         };
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        if len > valid {
+            // a torn or damaged tail goes, or an entry appended after it would be lost
+            // with it at the next open
+            file.set_len(valid as u64)?;
+            file.sync_all()?;
+        }
         let journal = Journal {
             file,
             entries: entries.len() as u64,
@@ -95,9 +104,11 @@ fn encode(entry: &Entry) -> Vec<u8> {
     line
 }
 
-/// The entries of a journal file, up to the first line that is torn or damaged.
-fn parse(bytes: &[u8]) -> Vec<Entry> {
+/// The entries of a journal file, up to the first line that is torn or damaged, and
+/// the length of the bytes they take.
+fn parse(bytes: &[u8]) -> (Vec<Entry>, usize) {
     let mut out = Vec::new();
+    let mut valid = 0;
     let mut rest = bytes;
     while let Some(end) = rest.iter().position(|&b| b == b'\n') {
         let line = &rest[..end];
@@ -109,8 +120,9 @@ fn parse(bytes: &[u8]) -> Vec<Entry> {
             break;
         };
         out.push(entry);
+        valid += end + 1;
     }
-    out
+    (out, valid)
 }
 
 fn decode(line: &[u8]) -> Option<Entry> {
@@ -190,5 +202,14 @@ mod tests {
         bad[lines[0] + 20] ^= 1;
         fs::write(&path, &bad).unwrap();
         assert_eq!(Journal::open(d.path()).unwrap().1.len(), 1);
+        // an entry appended after a torn tail is read back: the open cut the tail
+        fs::write(&path, &whole[..whole.len() - 5]).unwrap();
+        let (mut j, read) = Journal::open(d.path()).unwrap();
+        assert_eq!(read.len(), 2);
+        j.append(&entry(9, None)).unwrap();
+        drop(j);
+        let read = Journal::open(d.path()).unwrap().1;
+        assert_eq!(read.len(), 3);
+        assert_eq!(read[2], entry(9, None));
     }
 }
