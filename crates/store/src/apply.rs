@@ -282,24 +282,23 @@ impl Store {
             return Err(db_err(e));
         }
         durable.committed(retired);
-        let journaled = if durable_now {
+        let made_durable = if durable_now {
             durable.synced()
         } else {
-            durable.journal.append(&Entry {
+            let entry = Entry {
                 meta: meta.clone(),
                 semantics,
-            })
-        };
-        let retired = match durable_now {
-            true => std::mem::take(&mut durable.retired),
-            false => Vec::new(),
+            };
+            durable.journal.append(&entry).map(|()| Vec::new())
         };
         drop(durable);
-        remove_log_files(self, retired);
-        if let Err(e) = journaled {
-            // the commit is visible but not yet durable: make it so the slow way
-            tracing::warn!(error = %e, "could not append to the commit journal; syncing the item store");
-            self.sync()?;
+        match made_durable {
+            Ok(retired) => remove_log_files(self, retired),
+            Err(e) => {
+                // the commit is visible but not yet durable: make it so the slow way
+                tracing::warn!(error = %e, "could not write the commit journal; syncing the item store");
+                self.sync()?;
+            }
         }
         Ok(meta)
     }

@@ -115,11 +115,12 @@ struct Durable {
 }
 
 impl Durable {
-    /// After a durable commit: nothing waits for a sync (but the files retention
-    /// dropped, which the caller deletes).
-    fn synced(&mut self) -> std::io::Result<()> {
+    /// After a durable commit: empties the journal and hands over the files retention
+    /// dropped, for the caller to delete once it has let go of the lock.
+    fn synced(&mut self) -> std::io::Result<Vec<String>> {
+        self.journal.clear()?;
         self.since = None;
-        self.journal.clear()
+        Ok(std::mem::take(&mut self.retired))
     }
 
     fn committed(&mut self, retired: Vec<String>) {
@@ -199,8 +200,7 @@ impl Store {
         }
         // an empty commit: durable, it makes every commit before it durable too
         txn.commit().map_err(db_err)?;
-        durable.synced()?;
-        let retired = std::mem::take(&mut durable.retired);
+        let retired = durable.synced()?;
         drop(durable);
         apply::remove_log_files(self, retired);
         Ok(())
