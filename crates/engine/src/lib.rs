@@ -790,6 +790,27 @@ mod tests {
             .unwrap();
     }
 
+    /// An apply is durable through the commit journal at first; once applies pause,
+    /// the store-sync thread commits the item store durably and empties the journal.
+    #[test]
+    fn the_item_store_is_synced_once_applies_pause() {
+        let d = tempfile::tempdir().unwrap();
+        let (e, mut g) = engine_with(d.path(), b"<dimensions/>");
+        e.populate(&mut g).unwrap();
+        drop(g);
+        let journal = || std::fs::metadata(d.path().join("journal")).unwrap().len();
+        apply(&e, "<changeset><add-item id='a'/></changeset>");
+        assert!(journal() > 0, "the apply should be in the journal");
+        let until = std::time::Instant::now() + SYNC_LONGEST + SYNC_IDLE * 10;
+        while journal() > 0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "the item store was not synced"
+            );
+            std::thread::sleep(SYNC_IDLE / 4);
+        }
+    }
+
     /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
     #[test]
     fn start_up_loads_the_zip_table_for_geoloc_dimensions() {

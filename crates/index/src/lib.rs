@@ -951,9 +951,9 @@ mod tests {
     type Step = (Vec<(u8, Option<(Vec<u8>, u8)>)>, bool, bool, bool, bool);
 
     proptest::proptest! {
-        /// Postings kept current through the writer's spare copy equal postings counted
-        /// from the documents, after every apply, also after prepared applies that
-        /// failed; the documents are those the applies that did not fail made; and no
+        /// Postings kept current through the writer's spare copy, and did-you-mean
+        /// dictionaries, equal those counted from the documents, after every apply,
+        /// also after prepared applies that failed; the documents are those the applies that did not fail made; and no
         /// snapshot a reader holds ever changes (the spare is updated in place only
         /// where nothing else holds it).
         #[test]
@@ -1023,6 +1023,16 @@ mod tests {
                 proptest::prop_assert_eq!(&postings_of(&snap), &want);
                 let live: RoaringBitmap = snap.clone().with_built_postings().live_docs.as_ref().clone();
                 proptest::prop_assert_eq!(&*snap.live_docs, &live);
+                // did-you-mean frequencies tracked through the applies (an update that
+                // leaves a dimension's value as it was changes none of its terms)
+                let counted = snap.clone().with_built_terms();
+                for di in 0..dims.dims.len() {
+                    proptest::prop_assert_eq!(
+                        snap.term_dict(di).map(TermDict::entries),
+                        counted.term_dict(di).map(TermDict::entries),
+                        "dimension {}", di
+                    );
+                }
                 if keep {
                     held.push((snap.clone(), want));
                 }
