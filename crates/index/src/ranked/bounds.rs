@@ -48,6 +48,18 @@ pub(super) struct FieldLengths {
 /// A threshold is set this much below the k-th best score found so far.
 const BELOW: f64 = 0.98;
 
+/// `reaching_in_bands`: bands of the largest part's bound, and the most parts banded
+/// (more are bounded independently).
+const BANDS: usize = 8;
+const MAX_BANDED_PARTS: usize = 8;
+
+/// Documents the independent test lets in that are scored rather than banded (banding
+/// costs set operations per band).
+const FEW_TO_BAND: u64 = if cfg!(test) { 1 } else { 4096 };
+
+/// Queries with at most this many parts are bounded per set of parts a document holds.
+const MAX_PART_SETS: usize = 6;
+
 /// Queries with more terms are bounded as one set of parts, not per set of terms held.
 const MAX_TERM_SETS: usize = 4;
 
@@ -228,10 +240,8 @@ impl<'s> Bounds<'s> {
 
     /// Documents of `within` outside `few` that may score at least `theta`, `None` when
     /// more than `budget`. A document's score is at most the sum of the bounds of the
-    /// parts it is in; so for the set of terms it holds, the largest bounds of those
-    /// terms' parts add up to `theta`, and it is among the documents holding them all
-    /// that reach `theta` in those parts (`reaching_together`). Over every such set of
-    /// terms (all at once with many terms).
+    /// parts it is in: per set of parts it may hold (`by_parts`), or with many parts,
+    /// per set of terms (`by_terms`).
     pub(super) fn candidates(
         &self,
         theta: f64,
@@ -241,6 +251,16 @@ impl<'s> Bounds<'s> {
         if self.max <= 0.0 || theta > self.max {
             return Some(RoaringBitmap::new());
         }
+        if self.parts.len() <= MAX_PART_SETS {
+            self.by_parts(theta, within, budget)
+        } else {
+            self.by_terms(theta, within, budget)
+        }
+    }
+
+    /// Per set of terms a document may hold: the documents of `within` holding them all
+    /// that reach `theta` in those terms' parts (all parts at once with many terms).
+    fn by_terms(&self, theta: f64, within: &RoaringBitmap, budget: u64) -> Option<RoaringBitmap> {
         let nt = self.terms.len();
         if nt > MAX_TERM_SETS {
             let all: Vec<usize> = (0..self.parts.len()).collect();
@@ -258,7 +278,7 @@ impl<'s> Bounds<'s> {
             }
             let mut holding: Vec<&RoaringBitmap> = terms().map(|t| &self.terms[t].0).collect();
             holding.sort_by_key(|b| b.len());
-            let mut docs = within & holding[0];
+            let mut docs = and_small(within, holding[0]);
             for h in &holding[1..] {
                 docs &= *h;
             }
@@ -271,11 +291,56 @@ impl<'s> Bounds<'s> {
         Some(out)
     }
 
+    /// Per set of parts a document may hold (a word in the title only, in the
+    /// description only, in both): the documents of `within` holding them all whose
+    /// bounds in them may add up to `theta`, banded. A document is let in under the set
+    /// of parts it holds, whose bounds are its score's bound — not those of parts of its
+    /// terms it does not hold, as `by_terms` counts them.
+    fn by_parts(&self, theta: f64, within: &RoaringBitmap, budget: u64) -> Option<RoaringBitmap> {
+        let np = self.parts.len();
+        let mut out = RoaringBitmap::new();
+        for set in 1u32..1 << np {
+            let parts: Vec<usize> = (0..np).filter(|j| set >> j & 1 == 1).collect();
+            let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
+            if max < theta {
+                continue;
+            }
+            let mut holding: Vec<&RoaringBitmap> =
+                parts.iter().map(|&j| self.parts[j].levels[0]).collect();
+            holding.sort_by_key(|b| b.len());
+            let mut docs = and_small(within, holding[0]);
+            for h in &holding[1..] {
+                docs &= *h;
+            }
+            out |= self.reaching_together(&parts, theta, docs, budget)?;
+            if out.len() > budget {
+                return None;
+            }
+        }
+        Some(out)
+    }
+
+    /// The documents of `docs` whose bounds in `parts` may add up to `theta` (a
+    /// superset). `None` when more than `budget`.
+    fn reaching_together(
+        &self,
+        parts: &[usize],
+        theta: f64,
+        docs: RoaringBitmap,
+        budget: u64,
+    ) -> Option<RoaringBitmap> {
+        if parts.len() >= 2 && parts.len() <= MAX_BANDED_PARTS && !docs.is_empty() {
+            self.reaching_in_bands(parts, theta, docs, budget)
+        } else {
+            self.reaching_independently(parts, theta, docs, budget)
+        }
+    }
+
     /// The documents of `docs` whose bounds in `parts` may add up to `theta`: in every
     /// part they reach `theta` less what the other parts can add, and in some part a
     /// share of `theta` in proportion to its largest bound. `None` when more than
     /// `budget`.
-    fn reaching_together(
+    fn reaching_independently(
         &self,
         parts: &[usize],
         theta: f64,
@@ -308,6 +373,68 @@ impl<'s> Bounds<'s> {
             out = self.reaching(j, need, &out);
         }
         (out.len() <= budget).then_some(out)
+    }
+
+    /// `reaching_together` for two parts or more, tighter: the part with the largest
+    /// bound (`a`) splits the documents into bands by its bound, and each band's need
+    /// from the other parts is `theta` less the band's top — not less `a`'s largest
+    /// bound for every band alike, which lets in most documents holding both when `a`'s
+    /// bounds are spread out (a word in short titles, boosted, beside descriptions).
+    fn reaching_in_bands(
+        &self,
+        parts: &[usize],
+        theta: f64,
+        docs: RoaringBitmap,
+        budget: u64,
+    ) -> Option<RoaringBitmap> {
+        let (at, &a) = parts
+            .iter()
+            .enumerate()
+            .max_by(|x, y| self.parts[*x.1].max.total_cmp(&self.parts[*y.1].max))?;
+        let rest: Vec<usize> = parts
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != at)
+            .map(|(_, &j)| j)
+            .collect();
+        // (within those the independent test lets in: fewer documents for every band)
+        let docs = self.reaching_independently(parts, theta, docs, u64::MAX)?;
+        if docs.len() <= FEW_TO_BAND {
+            return (docs.len() <= budget).then_some(docs);
+        }
+        let a_max = self.parts[a].max;
+        let rest_max: f64 = rest.iter().map(|&j| self.parts[j].max).sum();
+        // band edges from `a`'s largest bound down to the least a document needs there
+        // (what the rest cannot add), or 0
+        let floor = (theta - rest_max).max(0.0);
+        let mut edges: Vec<f64> = (0..=BANDS)
+            .map(|i| a_max - (a_max - floor) * i as f64 / BANDS as f64)
+            .collect();
+        edges.dedup();
+        let mut out = RoaringBitmap::new();
+        for w in edges.windows(2) {
+            let (top, bottom) = (w[0], w[1]);
+            // documents whose bound in `a` is at least `bottom` (up to `top` in this
+            // band; those above are also in an earlier band, which needs less)
+            let in_a = if bottom <= 0.0 {
+                docs.clone()
+            } else {
+                self.reaching(a, bottom, &docs)
+            };
+            let need = theta - top;
+            let reached = if need <= 0.0 {
+                in_a
+            } else if rest.len() == 1 {
+                self.reaching(rest[0], need, &in_a)
+            } else {
+                self.reaching_independently(&rest, need, in_a, budget)?
+            };
+            out |= reached;
+            if out.len() > budget {
+                return None;
+            }
+        }
+        Some(out)
     }
 
     /// Scores documents of `within` until the `k` best are known: returns `theta` such

@@ -163,13 +163,15 @@ fn find(
     k: usize,
 ) -> Option<Found> {
     let g = t.gather(snap, plan.dim)?;
-    let text_exact = if t.require_all {
-        g.term_docs.iter().intersection()
-    } else {
-        g.matched.clone()
-    };
     let passing = exact_intersection(snap, &plan.filters, ctx, Some(&g.matched))?;
-    let exact = exact_intersection(snap, &plan.others, ctx, Some(&(&passing & &text_exact)))?;
+    // (every holder of a term is text-exact unless all terms are required: then
+    // `passing`, within the holders, is not intersected again)
+    let text_exact = if t.require_all {
+        &passing & g.term_docs.iter().intersection()
+    } else {
+        passing.clone()
+    };
+    let exact = exact_intersection(snap, &plan.others, ctx, Some(&text_exact))?;
     if (exact.len() as usize) < k {
         return None; // the page holds non-exact results
     }
