@@ -164,8 +164,8 @@ fn find(
 ) -> Option<Found> {
     let g = t.gather(snap, plan.dim)?;
     let passing = exact_intersection(snap, &plan.filters, ctx, Some(&g.matched))?;
-    // (every holder of a term is text-exact unless all terms are required: then
-    // `passing`, within the holders, is not intersected again)
+    // (unless all terms are required every holder of a term is text-exact, and
+    // `passing` is within the holders already)
     let text_exact = if t.require_all {
         &passing & g.term_docs.iter().intersection()
     } else {
