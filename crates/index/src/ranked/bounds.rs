@@ -276,12 +276,7 @@ impl<'s> Bounds<'s> {
             if max < theta || terms().any(|t| self.terms[t].0.is_empty()) {
                 continue;
             }
-            let mut holding: Vec<&RoaringBitmap> = terms().map(|t| &self.terms[t].0).collect();
-            holding.sort_by_key(|b| b.len());
-            let mut docs = and_small(within, holding[0]);
-            for h in &holding[1..] {
-                docs &= *h;
-            }
+            let docs = holding_all(within, terms().map(|t| &self.terms[t].0).collect());
             // (overlapping sets may still fit together: checked once united)
             out |= self.reaching_together(&parts, theta, docs, budget)?;
             if out.len() > budget {
@@ -305,13 +300,10 @@ impl<'s> Bounds<'s> {
             if max < theta {
                 continue;
             }
-            let mut holding: Vec<&RoaringBitmap> =
-                parts.iter().map(|&j| self.parts[j].levels[0]).collect();
-            holding.sort_by_key(|b| b.len());
-            let mut docs = and_small(within, holding[0]);
-            for h in &holding[1..] {
-                docs &= *h;
-            }
+            let docs = holding_all(
+                within,
+                parts.iter().map(|&j| self.parts[j].levels[0]).collect(),
+            );
             out |= self.reaching_together(&parts, theta, docs, budget)?;
             if out.len() > budget {
                 return None;
@@ -479,4 +471,14 @@ impl<'s> Bounds<'s> {
         }
         None
     }
+}
+
+/// The members of `within` in every one of `sets` (at least one), smallest first.
+fn holding_all(within: &RoaringBitmap, mut sets: Vec<&RoaringBitmap>) -> RoaringBitmap {
+    sets.sort_by_key(|b| b.len());
+    let mut docs = and_small(within, sets[0]);
+    for h in &sets[1..] {
+        docs &= *h;
+    }
+    docs
 }
