@@ -379,6 +379,11 @@ impl<'s> Bounds<'s> {
         docs: RoaringBitmap,
         budget: u64,
     ) -> Option<RoaringBitmap> {
+        // (within those the independent test lets in: fewer documents for every band)
+        let docs = self.reaching_independently(parts, theta, docs, u64::MAX)?;
+        if docs.len() <= FEW_TO_BAND {
+            return (docs.len() <= budget).then_some(docs);
+        }
         let (at, &a) = parts
             .iter()
             .enumerate()
@@ -389,11 +394,6 @@ impl<'s> Bounds<'s> {
             .filter(|&(i, _)| i != at)
             .map(|(_, &j)| j)
             .collect();
-        // (within those the independent test lets in: fewer documents for every band)
-        let docs = self.reaching_independently(parts, theta, docs, u64::MAX)?;
-        if docs.len() <= FEW_TO_BAND {
-            return (docs.len() <= budget).then_some(docs);
-        }
         let a_max = self.parts[a].max;
         let rest_max: f64 = rest.iter().map(|&j| self.parts[j].max).sum();
         // band edges from `a`'s largest bound down to the least a document needs there
