@@ -11,7 +11,7 @@ use roaring::{MultiOps, RoaringBitmap};
 
 use crate::criteria::{Criterion, ElementRule, Leaf, Matcher, Node};
 use crate::geo::Unit;
-use crate::postings::{cell, cell_key, numeric_key, under_key, DimPostings};
+use crate::postings::{cell, cell_key, numeric_key, subtree_key, DimPostings};
 use crate::Snapshot;
 use discern_dimensions::Interval;
 
@@ -202,8 +202,8 @@ pub(crate) fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitm
 
 /// The posting lists whose union is the documents an element `leaf` finds exact (its
 /// wanted elements, unless it has only exclusions) and those whose union it excludes.
-/// A tree's are each named element's own list and its descendants' (`under_key`), and
-/// the isolated elements' own; another's the lists of the elements its rules pick.
+/// A tree's are each named element's subtree list (`subtree_lists`) and the isolated
+/// elements' own; another's the lists of the elements its rules pick.
 pub(crate) fn element_lists<'p>(
     leaf: &Leaf,
     post: &'p DimPostings,
@@ -235,15 +235,16 @@ pub(crate) fn element_lists<'p>(
 }
 
 /// The posting lists of the documents tagged with `ids` or one of their descendants in
-/// a tree dimension (each element's own list and its `under_key` list).
+/// a tree dimension: one per element, its `subtree_key` list, or its own where it has
+/// none (a leaf, whose subtree is itself; an element with children has a subtree list
+/// whenever a document is tagged with it or under it).
 pub(crate) fn subtree_lists<'p, 'i>(
     post: &'p DimPostings,
     ids: &'i [u32],
 ) -> impl Iterator<Item = &'p RoaringBitmap> + use<'p, 'i> {
-    ids.iter().flat_map(move |&e| {
-        [post.get(&e.to_be_bytes()), post.get(&under_key(e))]
-            .into_iter()
-            .flatten()
+    ids.iter().filter_map(move |&e| {
+        post.get(&subtree_key(e))
+            .or_else(|| post.get(&e.to_be_bytes()))
     })
 }
 

@@ -28,7 +28,7 @@ use crate::{eval, Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
 const MAGIC: &[u8; 8] = b"discernI";
 /// Bump whenever the layout or what extraction produces for a record changes: a file
 /// of another format is ignored (the index is rebuilt from the item store).
-pub const FORMAT: u32 = 6;
+pub const FORMAT: u32 = 7;
 /// Chunks encoded or decoded together (in parallel).
 const CHUNK_BATCH: usize = 64;
 

@@ -179,16 +179,18 @@ pub(crate) fn key_cell(key: &[u8]) -> Option<(u32, u32)> {
     ))
 }
 
-/// The key of the documents tagged with a strict descendant of tree element `e` (an
-/// element's own key is its 4 bytes): a tree criterion on a state is then two sets, not
-/// the union of its every county's and city's.
-pub(crate) fn under_key(e: u32) -> [u8; 5] {
+/// The key of the documents tagged with tree element `e` or one of its descendants,
+/// kept for elements that have children (an element's own key is its 4 bytes; a leaf's
+/// subtree is its own list): a tree criterion on a state is then one set, not the union
+/// of its own and its every county's and city's (uniting even two lists of a state's
+/// documents was a third of an exact request).
+pub(crate) fn subtree_key(e: u32) -> [u8; 5] {
     let mut k = [b'^'; 5];
     k[1..].copy_from_slice(&e.to_be_bytes());
     k
 }
 
-/// The tree of dimension `d`, whose elements' ancestors are keyed too (`under_key`).
+/// The tree of dimension `d`, whose elements' subtrees are keyed too (`subtree_key`).
 fn tree_of(d: &discern_dimensions::Dimension) -> Option<&Arc<ElementSet>> {
     match &d.kind {
         DimensionKind::Tree(set) => Some(set),
@@ -343,11 +345,17 @@ impl KeyBuf {
             IndexedValue::Strings(vs) => vs.iter().for_each(|v| push(&[v.as_bytes()])),
             IndexedValue::Elements(es) => es.iter().for_each(|&e| {
                 push(&[&e.to_be_bytes()]);
-                let parent = |e: u32| tree?.elements.get(e as usize)?.parent;
-                let mut up = parent(e);
+                let Some(tree) = tree else {
+                    return;
+                };
+                let element = |e: u32| tree.elements.get(e as usize);
+                if element(e).is_some_and(|el| !el.children.is_empty()) {
+                    push(&[&subtree_key(e)]);
+                }
+                let mut up = element(e).and_then(|el| el.parent);
                 while let Some(a) = up {
-                    push(&[&under_key(a)]);
-                    up = parent(a);
+                    push(&[&subtree_key(a)]);
+                    up = element(a).and_then(|el| el.parent);
                 }
             }),
             IndexedValue::Text(fields) => {
@@ -584,7 +592,7 @@ pub(crate) struct PostingsDelta {
     dims: Vec<Option<DimDelta>>,
     live: Delta,
     bufs: (KeyBuf, KeyBuf),
-    /// Per dimension, its tree when it is one (see `under_key`).
+    /// Per dimension, its tree when it is one (see `subtree_key`).
     trees: Vec<Option<Arc<ElementSet>>>,
 }
 
