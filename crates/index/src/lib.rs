@@ -953,9 +953,9 @@ mod tests {
     proptest::proptest! {
         /// Postings kept current through the writer's spare copy, and did-you-mean
         /// dictionaries, equal those counted from the documents, after every apply,
-        /// also after prepared applies that failed; the documents are those the applies that did not fail made; and no
-        /// snapshot a reader holds ever changes (the spare is updated in place only
-        /// where nothing else holds it).
+        /// also after prepared applies that failed; the documents are those the
+        /// applies that did not fail made; and no snapshot a reader holds ever changes
+        /// (the spare is updated in place only where nothing else holds it).
         #[test]
         fn spare_postings_equal_a_recount_and_readers_see_no_change(
             steps in proptest::collection::vec(

@@ -266,24 +266,17 @@ impl<'s> Bounds<'s> {
             let all: Vec<usize> = (0..self.parts.len()).collect();
             return self.reaching_together(&all, theta, within.clone(), budget);
         }
-        let mut out = RoaringBitmap::new();
-        for set in 1u32..1 << nt {
+        let sets = (1u32..1 << nt).filter_map(|set| {
             let terms = || (0..nt).filter(move |t| set >> t & 1 == 1);
-            let parts: Vec<usize> = (0..self.parts.len())
-                .filter(|&j| set >> self.parts[j].term & 1 == 1)
-                .collect();
-            let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
-            if max < theta || terms().any(|t| self.terms[t].0.is_empty()) {
-                continue;
-            }
-            let docs = holding_all(within, terms().map(|t| &self.terms[t].0).collect());
-            // (overlapping sets may still fit together: checked once united)
-            out |= self.reaching_together(&parts, theta, docs, budget)?;
-            if out.len() > budget {
+            if terms().any(|t| self.terms[t].0.is_empty()) {
                 return None;
             }
-        }
-        Some(out)
+            let parts = (0..self.parts.len())
+                .filter(|&j| set >> self.parts[j].term & 1 == 1)
+                .collect();
+            Some((parts, terms().map(|t| &self.terms[t].0).collect()))
+        });
+        self.per_set(theta, within, budget, sets)
     }
 
     /// Per set of parts a document may hold (a word in the title only, in the
@@ -293,17 +286,32 @@ impl<'s> Bounds<'s> {
     /// terms it does not hold, as `by_terms` counts them.
     fn by_parts(&self, theta: f64, within: &RoaringBitmap, budget: u64) -> Option<RoaringBitmap> {
         let np = self.parts.len();
-        let mut out = RoaringBitmap::new();
-        for set in 1u32..1 << np {
+        let sets = (1u32..1 << np).map(|set| {
             let parts: Vec<usize> = (0..np).filter(|j| set >> j & 1 == 1).collect();
+            let holding = parts.iter().map(|&j| self.parts[j].levels[0]).collect();
+            (parts, holding)
+        });
+        self.per_set(theta, within, budget, sets)
+    }
+
+    /// The union over `sets` — each a set of parts and the sets of documents a document
+    /// must be in to hold them — of the documents of `within` in all of a set's sets
+    /// that may reach `theta` in its parts. `None` when more than `budget`.
+    fn per_set<'a>(
+        &self,
+        theta: f64,
+        within: &RoaringBitmap,
+        budget: u64,
+        sets: impl Iterator<Item = (Vec<usize>, Vec<&'a RoaringBitmap>)>,
+    ) -> Option<RoaringBitmap> {
+        let mut out = RoaringBitmap::new();
+        for (parts, holding) in sets {
             let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
             if max < theta {
                 continue;
             }
-            let docs = holding_all(
-                within,
-                parts.iter().map(|&j| self.parts[j].levels[0]).collect(),
-            );
+            let docs = holding_all(within, holding);
+            // (overlapping sets may still fit together: checked once united)
             out |= self.reaching_together(&parts, theta, docs, budget)?;
             if out.len() > budget {
                 return None;
