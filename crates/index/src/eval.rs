@@ -356,20 +356,9 @@ fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
         DimensionKind::Numeric(spec) => spec.declared_span,
         _ => None,
     };
-    let span = declared.unwrap_or_else(|| {
-        // the observed span, from every chunk's column bounds
-        let (lo, hi) = (0..snap.chunks().len())
-            .into_par_iter()
-            .filter_map(|c| snap.chunk_cols(c)?.span(dim))
-            .reduce(
-                || (f64::INFINITY, f64::NEG_INFINITY),
-                |a, b| (a.0.min(b.0), a.1.max(b.1)),
-            );
-        if hi >= lo {
-            hi - lo
-        } else {
-            0.0
-        }
+    let span = declared.unwrap_or_else(|| match snap.observed_span(dim) {
+        Some((lo, hi)) if hi >= lo => hi - lo,
+        _ => 0.0,
     });
     span.max(1.0) / 10.0
 }
@@ -502,6 +491,10 @@ impl Sink for Vec<Hit> {
     }
 }
 
+/// Candidates from which scoring them is split across cores (few in tests, so that the
+/// property tests take both paths).
+const PARALLEL_CANDIDATES: usize = if cfg!(test) { 16 } else { 2_048 };
+
 /// Per parallel part: its sink and the buffers reused from chunk to chunk.
 struct Part<S> {
     sink: S,
@@ -583,15 +576,21 @@ pub(crate) fn scan<S: Sink>(
                     _ => runs.push((c, k, k + 1)),
                 }
             }
+            let visit = |p, &(c, a, b): &(usize, usize, usize)| {
+                run(
+                    p,
+                    None,
+                    c,
+                    &mut docs[a..b].iter().map(|&n| n as usize % crate::CHUNK),
+                )
+            };
+            if docs.len() < PARALLEL_CANDIDATES {
+                // (tasks on the pool would cost more than they save: their hand-offs,
+                // and its threads left spinning beside the request)
+                return runs.iter().fold(part(), visit).sink;
+            }
             runs.par_iter()
-                .fold(part, |p, &(c, a, b)| {
-                    run(
-                        p,
-                        None,
-                        c,
-                        &mut docs[a..b].iter().map(|&n| n as usize % crate::CHUNK),
-                    )
-                })
+                .fold(part, visit)
                 .map(|p| p.sink)
                 .reduce(&make, S::merge)
         }
@@ -821,5 +820,38 @@ mod tests {
         let res = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted);
         let got: Vec<(&str, f64)> = res.hits.iter().map(|h| (&*h.id, h.r)).collect();
         assert_eq!(got, vec![("a", 1.0), ("b", 1.0)]);
+    }
+
+    /// §7.2 numeric: without a declared span the default scale is a tenth of the span
+    /// the snapshot's documents hold — found once per snapshot, so it must follow an
+    /// apply that widens the span and stay what it was for the snapshot before.
+    #[test]
+    fn default_scale_follows_each_snapshot() {
+        let dims =
+            Dimensions::parse(b"<dimensions><dimension id='n' type='integer'/></dimensions>")
+                .unwrap();
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(std::sync::Arc::new(dims)));
+        b.upsert("a", &rec(&[("n", "0")]));
+        b.upsert("b", &rec(&[("n", "100")]));
+        let before = b.commit();
+        let relevance_of_b = |snap: &Snapshot| {
+            let body = serde_json::json!({"criteria": [{"dimension": "n", "value": "200"}]});
+            let mut q = parse_query(&body, &snap.dims, 100).unwrap();
+            let filter = Filter {
+                items: None,
+                not_items: None,
+                exact_only: false,
+            };
+            let res = evaluate(snap, &mut q.criteria, &filter, Want::Sorted);
+            res.hits.iter().find(|h| &*h.id == "b").map(|h| h.r)
+        };
+        let closeness = |scale: f64| Some(crate::criteria::numeric_closeness(100.0, scale));
+        assert_eq!(relevance_of_b(&before), closeness(10.0));
+        let mut b = w.begin(&before);
+        b.upsert("c", &rec(&[("n", "1000")]));
+        let after = b.commit();
+        assert_eq!(relevance_of_b(&after), closeness(100.0));
+        assert_eq!(relevance_of_b(&before), closeness(10.0));
     }
 }

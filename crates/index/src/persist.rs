@@ -535,6 +535,7 @@ pub fn load<R: Read + Send>(
     let live = by_id.len();
     let snap = Snapshot {
         keys: crate::keys::numbers_for(&dims),
+        spans: crate::unknown_spans(&dims),
         dims,
         chunks,
         live,
