@@ -13,6 +13,7 @@ use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use crate::geo::GeoPoint;
 use crate::keys::KeyCol;
 use crate::ranges::RangeTable;
+use crate::slots::Slots;
 use crate::Doc;
 
 pub(crate) enum Col {
@@ -140,7 +141,7 @@ pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
 }
 
 impl ChunkCols {
-    pub(crate) fn build(dims: &Dimensions, docs: &[Option<Arc<Doc>>]) -> ChunkCols {
+    pub(crate) fn build(dims: &Dimensions, docs: &Slots) -> ChunkCols {
         let n = docs.len();
         let words = n.div_ceil(64);
         fn value(d: &Option<Arc<Doc>>, di: usize) -> Option<&IndexedValue> {

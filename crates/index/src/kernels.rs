@@ -5,17 +5,15 @@
 //! one `Criterion::eval` gives item by item. The rules themselves stay in `criteria.rs`;
 //! a document a column cannot describe (several values) is evaluated from its row.
 
-use std::sync::Arc;
-
 use crate::columns::{bit, ChunkCols, Col, NO_ELEMENT};
 use crate::criteria::WeightedMean;
 use crate::criteria::{keyword_rule, Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, Outcome};
 use crate::geo::GeoRef;
-use crate::Doc;
+use crate::slots::Slots;
 
 /// The documents of one chunk that a pass evaluates.
 pub(crate) struct ChunkView<'a> {
-    pub docs: &'a [Option<Arc<Doc>>],
+    pub docs: &'a Slots,
     pub cols: Option<&'a ChunkCols>,
     /// Doc number of the chunk's first slot.
     pub base: u32,

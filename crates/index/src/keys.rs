@@ -10,7 +10,8 @@ use std::sync::{Arc, RwLock};
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue, StrList};
 
-use crate::{Doc, FastMap};
+use crate::slots::Slots;
+use crate::FastMap;
 
 #[derive(Default)]
 pub(crate) struct KeyNumbers {
@@ -98,7 +99,7 @@ const NONE: u32 = u32::MAX;
 const MANY: u32 = 1 << 31;
 
 impl KeyCol {
-    pub(crate) fn build(docs: &[Option<Arc<Doc>>], di: usize, numbers: &KeyNumbers) -> KeyCol {
+    pub(crate) fn build(docs: &Slots, di: usize, numbers: &KeyNumbers) -> KeyCol {
         let values: Vec<Option<&StrList>> = docs
             .iter()
             .map(|d| match d.as_ref()?.values.get(di)?.as_ref()? {
@@ -168,14 +169,16 @@ mod tests {
         );
         let doc = |s: &[&str]| {
             let values = vec![Some(IndexedValue::Strings(StrList::from_strs(s)))];
-            Some(Arc::new(Doc {
+            Some(Arc::new(crate::Doc {
                 id: "x".into(),
                 id_key: 0,
                 values: values.into(),
             }))
         };
         let col = KeyCol::build(
-            &[doc(&["c"]), None, doc(&["d", "a", "d"]), doc(&[])],
+            &[doc(&["c"]), None, doc(&["d", "a", "d"]), doc(&[])]
+                .into_iter()
+                .collect(),
             0,
             &numbers,
         );

@@ -20,6 +20,7 @@ mod query;
 mod ranges;
 mod ranked;
 mod reach;
+mod slots;
 mod sort;
 pub mod terms;
 mod text;
@@ -46,6 +47,7 @@ pub use postings::SpareSlot;
 use postings::{Postings, PostingsDelta};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
+use slots::Slots;
 use terms::{TermDict, TermDicts};
 
 /// Items per chunk: an apply copies only the chunks it touches — each copy bumps the
@@ -67,11 +69,11 @@ pub struct Doc {
     pub values: DocValues,
 }
 
-/// Docs are shared between snapshots: copying a chunk on write copies pointers only
-/// (and drops its columns, rebuilt on first use).
+/// Docs are shared between snapshots: copying a chunk on write shares its slots' blocks
+/// (`slots.rs`) and drops its columns, rebuilt on first use.
 #[derive(Default)]
 struct Chunk {
-    docs: Vec<Option<Arc<Doc>>>,
+    docs: Slots,
     cols: OnceLock<ChunkCols>,
     /// The smallest `Doc::id_key` of the chunk (`u64::MAX` when empty), found on first
     /// use: a first page by id skips chunks by it without building their columns.
@@ -599,16 +601,13 @@ impl<'w> Builder<'w> {
     fn slot(&mut self, doc: u32) -> &mut Option<Arc<Doc>> {
         let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
         while self.chunks.len() <= c {
-            self.chunks.push(Arc::new(Chunk {
-                docs: vec![None; CHUNK],
-                ..Default::default()
-            }));
+            self.chunks.push(Arc::default());
         }
         let chunk = Arc::make_mut(&mut self.chunks[c]);
         // a chunk this builder owns may carry columns of its old contents
         chunk.cols = OnceLock::new();
         chunk.min_id_key = OnceLock::new();
-        &mut chunk.docs[i]
+        chunk.docs.get_mut(i)
     }
 
     /// Indexes `record` as the current state of item `id`.

@@ -282,7 +282,7 @@ fn decode_value(
 
 fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
     let mut e = Enc::default();
-    for doc in &chunk.docs {
+    for doc in chunk.docs.iter() {
         match doc {
             None => e.u8(0),
             Some(doc) => {
@@ -299,7 +299,7 @@ fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
 
 fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chunk, Corrupt> {
     let mut d = Dec(b);
-    let mut docs = Vec::with_capacity(CHUNK);
+    let mut docs: Vec<Option<Arc<Doc>>> = Vec::with_capacity(CHUNK);
     let mut elements = Vec::new();
     for _ in 0..CHUNK {
         if d.u8()? == 0 {
@@ -320,7 +320,7 @@ fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chun
     }
     d.done()?;
     Ok(Chunk {
-        docs,
+        docs: docs.into_iter().collect(),
         ..Default::default()
     })
 }
