@@ -286,16 +286,22 @@ impl Snapshot {
     /// (`None` when none holds one), from each chunk's column bounds.
     pub(crate) fn observed_span(&self, dim: usize) -> Option<(f64, f64)> {
         let cell = self.spans.get(dim)?;
-        *cell.get_or_init(|| {
-            let (lo, hi) = (0..self.chunks.len())
-                .into_par_iter()
-                .filter_map(|c| self.chunk_cols(c)?.span(dim))
-                .reduce(
-                    || (f64::INFINITY, f64::NEG_INFINITY),
-                    |a, b| (a.0.min(b.0), a.1.max(b.1)),
-                );
-            (lo <= hi).then_some((lo, hi))
-        })
+        if let Some(&span) = cell.get() {
+            return span;
+        }
+        // found outside the cell's initialisation: a parallel loop run inside it could
+        // block other requests on it, or (were a pool thread to take on a task that
+        // asks again) on itself; requests that race compute the same span
+        let (lo, hi) = (0..self.chunks.len())
+            .into_par_iter()
+            .filter_map(|c| self.chunk_cols(c)?.span(dim))
+            .reduce(
+                || (f64::INFINITY, f64::NEG_INFINITY),
+                |a, b| (a.0.min(b.0), a.1.max(b.1)),
+            );
+        let span = (lo <= hi).then_some((lo, hi));
+        let _ = cell.set(span);
+        span
     }
 
     /// The typed columns of chunk `c` if they are built.
