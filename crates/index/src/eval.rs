@@ -356,10 +356,7 @@ fn default_scale(snap: &Snapshot, dim: usize) -> f64 {
         DimensionKind::Numeric(spec) => spec.declared_span,
         _ => None,
     };
-    let span = declared.unwrap_or_else(|| match snap.observed_span(dim) {
-        Some((lo, hi)) if hi >= lo => hi - lo,
-        _ => 0.0,
-    });
+    let span = declared.unwrap_or_else(|| snap.observed_span(dim).map_or(0.0, |(lo, hi)| hi - lo));
     span.max(1.0) / 10.0
 }
 
