@@ -1,8 +1,9 @@
 //! Requests ranked from how far each criterion's relevance can reach. A request that
 //! ranks every document (no culling, no text: §7.2's "exact matches first, then close
 //! matches") usually has a page of relevance near the most any document can get. A bar
-//! the page's last result is at least as good as — a guess just below that most, else
-//! the k-th best of the guess's documents or of a sample of the chunks — is reached,
+//! the page's last result is at least as good as — guesses stepping down from that
+//! most while few documents reach them, else the k-th best of the last guess's
+//! documents or of a sample of the chunks — is reached,
 //! per criterion, by the documents it gives enough (the others giving their most); the
 //! postings name a superset of them:
 //! numeric values within a distance of the wanted interval, points within a distance of
@@ -27,6 +28,10 @@ const SAMPLE_EVERY: usize = 64;
 /// get; and the most documents scored for it.
 const GUESS: f64 = 0.06;
 const GUESSED: u64 = 20_000;
+/// Each further guess is this many times as far below the most. (Relevance bunches up
+/// where the far documents get the others' most: a doubling step jumps from a few
+/// hundred documents reaching a guess to most of the collection.)
+const GUESS_STEP: f64 = 1.25;
 
 /// Documents few enough to score without narrowing them further.
 const FEW: u64 = 4096;
@@ -113,24 +118,35 @@ pub(crate) fn reached_results(
             TopK::new(k, collect).above(bar)
         })
     };
-    // First a guess: the documents that can come within `GUESS` of the most relevance
-    // any can get. When k of them do, they are the page; else their k-th best is a
-    // bar the page's last result is at least as good as.
-    let guess = most_all / total_w - GUESS;
+    // First guesses: the documents that can come within `GUESS` of the most relevance
+    // any can get, then within a quarter more, and so on while they are few. When k of
+    // them do, they are the page; else their k-th best is a bar the page's last result
+    // is at least as good as. (A far-off reference leaves few documents near the most:
+    // the page is a little further down, not a sample's bar away.)
     let mut bar = None;
-    if guess > 0.0 {
-        if let Some(reaching) = plan.reaching(guess) {
-            let scored = &(&reaching | &maybe_exact) | &uncertain;
-            if scored.len() <= GUESSED {
-                let top = score(&scored, None);
-                match top.bar() {
-                    Some(b) if b.0 || b.1 >= guess => {
-                        return Some(finish(top.into_results(ctx.clone()), &certain, &scored));
-                    }
-                    b => bar = b,
-                }
-            }
+    let mut below = GUESS;
+    loop {
+        let guess = most_all / total_w - below;
+        if guess <= 0.0 {
+            break;
         }
+        let Some(reaching) = plan.reaching_either(guess, GUESSED) else {
+            break;
+        };
+        let scored = &(&reaching | &maybe_exact) | &uncertain;
+        if scored.len() > GUESSED {
+            break;
+        }
+        let top = score(&scored, None);
+        match top.bar() {
+            Some(b) if b.0 || b.1 >= guess => {
+                return Some(finish(top.into_results(ctx.clone()), &certain, &scored));
+            }
+            // (a lower guess reaches more documents: its k-th best is no worse)
+            Some(b) => bar = Some(b),
+            None => {}
+        }
+        below *= GUESS_STEP;
     }
     // else the k-th best result of a sample of the chunks
     let bar = match bar {
@@ -154,13 +170,7 @@ pub(crate) fn reached_results(
     let reaching = if bar.0 {
         RoaringBitmap::new()
     } else {
-        match plan.reaching(bar.1) {
-            Some(r) if r.len() <= most / 4 => r,
-            one => match (plan.reaching_pairs(bar.1), one) {
-                (Some(p), Some(o)) => p & o,
-                (p, o) => p.or(o)?,
-            },
-        }
+        plan.reaching_either(bar.1, most / 4)?
     };
     let scored = &(&reaching | &maybe_exact) | &uncertain;
     if scored.len() > most {
@@ -236,6 +246,18 @@ impl Plan<'_> {
             }
         }
         reaching
+    }
+
+    /// A superset of the documents whose relevance can be `bar` or more: `reaching`,
+    /// unless it leaves more than `few`, narrowed by `reaching_pairs` then.
+    fn reaching_either(&self, bar: f64, few: u64) -> Option<RoaringBitmap> {
+        match self.reaching(bar) {
+            Some(r) if r.len() <= few => Some(r),
+            one => match (self.reaching_pairs(bar), one) {
+                (Some(p), Some(o)) => Some(p & o),
+                (p, o) => p.or(o),
+            },
+        }
     }
 
     /// `reaching` for a bar no one criterion narrows much: the relevance the
