@@ -142,8 +142,8 @@ pub(crate) fn reached_results(
             Some(b) if b.0 || b.1 >= guess => {
                 return Some(finish(top.into_results(ctx.clone()), &certain, &scored));
             }
-            // (a lower guess reaches more documents: its k-th best is no worse)
-            Some(b) => bar = Some(b),
+            // (any k documents' k-th best is a bar the page reaches: the highest kept)
+            Some(b) => bar = Some(bar.filter(|a: &(bool, f64)| a.1 >= b.1).unwrap_or(b)),
             None => {}
         }
         below *= GUESS_STEP;
