@@ -25,7 +25,7 @@ use discern_dimensions::Interval;
 const SAMPLE_EVERY: usize = 64;
 
 /// The first guess at the page's relevance: this far below the most any document can
-/// get; and the most documents scored for it.
+/// get; and the most documents scored for any guess.
 const GUESS: f64 = 0.06;
 const GUESSED: u64 = 20_000;
 /// Each further guess is this many times as far below the most. (Relevance bunches up
@@ -142,9 +142,10 @@ pub(crate) fn reached_results(
             Some(b) if b.0 || b.1 >= guess => {
                 return Some(finish(top.into_results(ctx.clone()), &certain, &scored));
             }
-            // (any k documents' k-th best is a bar the page reaches: the highest kept)
-            Some(b) => bar = Some(bar.filter(|a: &(bool, f64)| a.1 >= b.1).unwrap_or(b)),
-            None => {}
+            // (any k documents' k-th best is a bar the page reaches: the highest is kept;
+            // an exact one has returned above)
+            Some(b) if bar.is_none_or(|kept: (bool, f64)| b.1 > kept.1) => bar = Some(b),
+            _ => {}
         }
         below *= GUESS_STEP;
     }
