@@ -229,7 +229,9 @@ impl TopK {
         }
     }
 
-    fn merge(mut self, other: TopK) -> TopK {
+    /// Both scans' results: the best `k` of them all, and every count (the documents
+    /// each scanned are apart).
+    pub(crate) fn merge(mut self, other: TopK) -> TopK {
         self.total += other.total;
         self.exact += other.exact;
         if let (Some(m), Some(o)) = (&mut self.matched, other.matched) {
@@ -239,6 +241,11 @@ impl TopK {
             self.offer_hit(h.0);
         }
         self
+    }
+
+    /// How many hits are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
     }
 
     /// The id key of the worst hit kept, once `k` are.

@@ -2,16 +2,18 @@
 //! ranks every document (no culling, no text: §7.2's "exact matches first, then close
 //! matches") usually has a page of relevance near the most any document can get. A bar
 //! the page's last result is at least as good as — guesses stepping down from that
-//! most while few documents reach them, else the k-th best of the last guess's
-//! documents or of a sample of the chunks — is reached,
-//! per criterion, by the documents it gives enough (the others giving their most); the
-//! postings name a superset of them:
-//! numeric values within a distance of the wanted interval, points within a distance of
-//! the reference, elements close enough, exact documents. Only the intersection of
-//! those sets, the documents that may be exact, and those whose membership is not
-//! certain are scored; every other document is a result of lower relevance, counted
-//! from sets. The evaluation property tests (`candidates.rs`) hold the answers equal,
-//! to the bit, to an item-by-item scan.
+//! most while few documents reach them, else the k-th best of the documents the guesses
+//! scored or of a sample of the chunks — allows the documents reaching it to lack a
+//! budget of relevance in all. Per criterion, the postings name a superset of the
+//! documents lacking at most a part of it there: numeric values within a distance of the
+//! wanted interval, points within a distance of the reference, elements close enough,
+//! exact documents. Those lacking at most the whole budget on every criterion; where
+//! that is too many, at most one criterion lacking more than half of it (`pairs`), or
+//! the one criterion most documents lack much of lacking at most a share and the
+//! others the rest (`split`). Only those, the documents that may be exact, and those
+//! whose membership is not certain are scored; every other document is a result of
+//! lower relevance, counted from sets. The evaluation property tests (`candidates.rs`)
+//! hold the answers equal, to the bit, to an item-by-item scan.
 
 use roaring::RoaringBitmap;
 
@@ -25,16 +27,20 @@ use discern_dimensions::Interval;
 const SAMPLE_EVERY: usize = 64;
 
 /// The first guess at the page's relevance: this far below the most any document can
-/// get; and the most documents scored for any guess.
+/// get; and the most documents scored for any guess. (Tests narrow small collections
+/// the way large ones are: the guesses fail, the pairs and the split run.)
 const GUESS: f64 = 0.06;
-const GUESSED: u64 = 20_000;
+const GUESSED: u64 = if cfg!(test) { 200 } else { 20_000 };
 /// Each further guess is this many times as far below the most. (Relevance bunches up
 /// where the far documents get the others' most: a doubling step jumps from a few
 /// hundred documents reaching a guess to most of the collection.)
 const GUESS_STEP: f64 = 1.25;
 
 /// Documents few enough to score without narrowing them further.
-const FEW: u64 = 4096;
+const FEW: u64 = if cfg!(test) { 2 } else { 4096 };
+
+/// How many times a split's share of the budget rises.
+const SPLIT_STEPS: usize = 6;
 
 /// Relevance differences below this are not told apart by bounds.
 const SLACK: f64 = 1e-9;
@@ -112,45 +118,47 @@ pub(crate) fn reached_results(
         total_w,
         most_all,
     };
-    let score = |docs: &RoaringBitmap, bar: Option<(bool, f64)>| {
-        let docs: Vec<u32> = docs.iter().collect();
-        scan(snap, Some(&docs), criteria, ctx, filter, || {
-            TopK::new(k, collect).above(bar)
-        })
+    let mut acc = Scored {
+        docs: RoaringBitmap::new(),
+        top: TopK::new(k, collect),
+    };
+    let score = |acc: &mut Scored, more: RoaringBitmap, floor: Option<(bool, f64)>| {
+        let docs: Vec<u32> = (more - &acc.docs).iter().collect();
+        let top = scan(snap, Some(&docs), criteria, ctx, filter, || {
+            TopK::new(k, collect).above(floor)
+        });
+        acc.docs.extend(docs);
+        acc.top = std::mem::replace(&mut acc.top, TopK::new(0, false)).merge(top);
     };
     // First guesses: the documents that can come within `GUESS` of the most relevance
-    // any can get, then within a quarter more, and so on while they are few. When k of
-    // them do, they are the page; else their k-th best is a bar the page's last result
-    // is at least as good as. (A far-off reference leaves few documents near the most:
-    // the page is a little further down, not a sample's bar away.)
-    let mut bar = None;
+    // any can get, then within a quarter more, and so on while they are few. When the
+    // k best of the documents scored reach the guess, they are the page; else their
+    // k-th best is a bar the page's last result is at least as good as. (A far-off
+    // reference leaves few documents near the most: the page is a little further down,
+    // not a sample's bar away.) Each guess scores only the documents it adds.
     let mut below = GUESS;
     loop {
         let guess = most_all / total_w - below;
-        if guess <= 0.0 {
+        // (a bar at or above the guess reaches fewer documents than it)
+        if guess <= 0.0 || acc.top.bar().is_some_and(|b| b.1 >= guess) {
             break;
         }
         let Some(reaching) = plan.reaching_either(guess, GUESSED) else {
             break;
         };
-        let scored = &(&reaching | &maybe_exact) | &uncertain;
-        if scored.len() > GUESSED {
+        let more = &(&reaching | &maybe_exact) | &uncertain;
+        if more.len() > GUESSED {
             break;
         }
-        let top = score(&scored, None);
-        match top.bar() {
-            Some(b) if b.0 || b.1 >= guess => {
-                return Some(finish(top.into_results(ctx.clone()), &certain, &scored));
-            }
-            // (any k documents' k-th best is a bar the page reaches: the highest is kept;
-            // an exact one has returned above)
-            Some(b) if bar.is_none_or(|kept: (bool, f64)| b.1 > kept.1) => bar = Some(b),
-            _ => {}
+        let floor = acc.top.bar();
+        score(&mut acc, more, floor);
+        if acc.top.bar().is_some_and(|b| b.0 || b.1 >= guess) {
+            return Some(acc.finish(ctx, &certain));
         }
         below *= GUESS_STEP;
     }
-    // else the k-th best result of a sample of the chunks
-    let bar = match bar {
+    // else the k-th best of those scored, or of a sample of the chunks
+    let bar = match acc.top.bar() {
         Some(bar) => bar,
         None => {
             let chunks = snap.chunks().len();
@@ -171,34 +179,45 @@ pub(crate) fn reached_results(
     let reaching = if bar.0 {
         RoaringBitmap::new()
     } else {
-        plan.reaching_either(bar.1, most / 4)?
+        plan.reaching_either(bar.1, if cfg!(test) { FEW } else { most / 4 })?
     };
-    let scored = &(&reaching | &maybe_exact) | &uncertain;
-    if scored.len() > most {
+    let more = &(&reaching | &maybe_exact) | &uncertain;
+    if more.len() > most {
         return None;
     }
-    let top = score(&scored, Some(bar));
-    let results = top.into_results(ctx.clone());
-    if results.hits.len() < k {
+    score(&mut acc, more, Some(bar));
+    if acc.top.len() < k {
         return None; // (the bar's k are among the documents scored)
     }
-    Some(finish(results, &certain, &scored))
+    Some(acc.finish(ctx, &certain))
 }
 
-/// The results of the documents `scored`, with every document of `certain` not scored:
-/// a result, not exact, below the page.
-fn finish(mut results: Results, certain: &RoaringBitmap, scored: &RoaringBitmap) -> Results {
-    #[cfg(test)]
-    ANSWERED.with(|n| n.set(n.get() + 1));
-    let unscored = certain - scored;
-    results.total += unscored.len() as usize;
-    if let Some(m) = &mut results.matched {
-        m.other |= unscored;
+/// The documents scored so far, and their results' best k and counts.
+struct Scored {
+    docs: RoaringBitmap,
+    top: TopK,
+}
+
+impl Scored {
+    /// The results, with every document of `certain` not scored: a result, not exact,
+    /// below the page.
+    fn finish(self, ctx: &EvalCtx, certain: &RoaringBitmap) -> Results {
+        #[cfg(test)]
+        ANSWERED.with(|n| n.set(n.get() + 1));
+        let mut results = self.top.into_results(ctx.clone());
+        let unscored = certain - &self.docs;
+        results.total += unscored.len() as usize;
+        if let Some(m) = &mut results.matched {
+            m.other |= unscored;
+        }
+        results
     }
-    results
 }
 
 /// A request's weighing leaves, to find the documents that can reach a relevance.
+///
+/// A document reaching a bar lacks at most a budget of relevance, Σ w · (most − r) ≤
+/// `budget(bar)`; each bound below is a superset of the documents that do.
 struct Plan<'a> {
     snap: &'a Snapshot,
     ctx: &'a EvalCtx,
@@ -210,36 +229,82 @@ struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    /// A superset of the documents whose relevance can be `bar` or more; `None` when
-    /// no criterion narrows them.
-    fn reaching(&self, bar: f64) -> Option<RoaringBitmap> {
-        // what each criterion must give, the others giving their most: the most
-        // selective sets first (a few grid cells, then elements, then numeric ranges,
-        // the highest needs first)
-        let mut needs: Vec<(f64, &Leaf)> = self
-            .leaves
-            .iter()
-            .filter(|(w, _)| *w > 0.0)
-            .map(|&(w, leaf)| {
-                let others = self.most_all - w * leaf.max_relevance();
-                let need = (bar * self.total_w - others) / w - SLACK * self.total_w / w;
-                (need, leaf)
+    /// The relevance a document reaching `bar` lacks at most (a little more, for
+    /// rounding).
+    fn budget(&self, bar: f64) -> f64 {
+        self.most_all - bar * self.total_w + SLACK * self.total_w
+    }
+
+    /// The weighing leaves but `skip`, by their index.
+    fn weighing(&self, skip: Option<usize>) -> impl Iterator<Item = usize> + '_ {
+        (0..self.leaves.len()).filter(move |&i| self.leaves[i].0 > 0.0 && Some(i) != skip)
+    }
+
+    /// A superset of the documents leaf `i` gives at least its most less `part / w`
+    /// (they lack at most `part` there); `None` when that is every document or the
+    /// postings cannot narrow them.
+    fn lacking_at_most(&self, i: usize, part: f64) -> Option<RoaringBitmap> {
+        let (w, leaf) = self.leaves[i];
+        let need = leaf.max_relevance() - part / w;
+        if need > 0.0 {
+            reach(self.snap, self.ctx, leaf, need)
+        } else {
+            None
+        }
+    }
+
+    /// A superset of the documents whose relevance can be `bar` or more: `single`,
+    /// unless it leaves more than `few`, narrowed by `pairs`, and then by `split`.
+    fn reaching_either(&self, bar: f64, few: u64) -> Option<RoaringBitmap> {
+        let budget = self.budget(bar);
+        let both = self.within(budget, None, few);
+        if both.as_ref().is_some_and(|r| r.len() <= few) {
+            return both;
+        }
+        match (self.split(budget, few), both) {
+            (Some(s), Some(b)) => Some(s & b),
+            (s, b) => s.or(b),
+        }
+    }
+
+    /// The documents the leaves but `skip` let lack at most `budget` in all: `single`,
+    /// narrowed by `pairs` when it leaves more than `few`.
+    fn within(&self, budget: f64, skip: Option<usize>, few: u64) -> Option<RoaringBitmap> {
+        match self.single(budget, skip) {
+            Some(r) if r.len() <= few => Some(r),
+            one => match (self.pairs(budget, skip), one) {
+                (Some(p), Some(o)) => Some(p & o),
+                (p, o) => p.or(o),
+            },
+        }
+    }
+
+    /// No leaf lacks more than the whole budget: the intersection of what each gives
+    /// then; `None` when no leaf narrows the documents.
+    fn single(&self, budget: f64, skip: Option<usize>) -> Option<RoaringBitmap> {
+        // the most selective sets first (a few grid cells, then elements, then numeric
+        // ranges, the highest needs first)
+        let mut order: Vec<(u8, f64, usize)> = self
+            .weighing(skip)
+            .map(|i| {
+                let (w, leaf) = self.leaves[i];
+                let rank = match leaf.matcher {
+                    Matcher::Geo { .. } => 0,
+                    Matcher::Numeric { .. } => 2,
+                    _ => 1,
+                };
+                (rank, leaf.max_relevance() - budget / w, i)
             })
-            .filter(|(need, _)| *need > 0.0)
+            .filter(|(_, need, _)| *need > 0.0)
             .collect();
-        let rank = |leaf: &Leaf| match leaf.matcher {
-            Matcher::Geo { .. } => 0,
-            Matcher::Numeric { .. } => 2,
-            _ => 1,
-        };
-        needs.sort_by(|a, b| rank(a.1).cmp(&rank(b.1)).then(b.0.total_cmp(&a.0)));
+        order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         let mut reaching: Option<RoaringBitmap> = None;
-        for (need, leaf) in needs {
+        for (_, _, i) in order {
             // (fewer than this are scored faster than a further set is made)
             if reaching.as_ref().is_some_and(|r| r.len() <= FEW) {
                 break;
             }
-            if let Some(set) = reach(self.snap, self.ctx, leaf, need) {
+            if let Some(set) = self.lacking_at_most(i, budget) {
                 reaching = Some(match reaching {
                     None => set,
                     Some(r) => r & set,
@@ -249,38 +314,15 @@ impl Plan<'_> {
         reaching
     }
 
-    /// A superset of the documents whose relevance can be `bar` or more: `reaching`,
-    /// unless it leaves more than `few`, narrowed by `reaching_pairs` then.
-    fn reaching_either(&self, bar: f64, few: u64) -> Option<RoaringBitmap> {
-        match self.reaching(bar) {
-            Some(r) if r.len() <= few => Some(r),
-            one => match (self.reaching_pairs(bar), one) {
-                (Some(p), Some(o)) => Some(p & o),
-                (p, o) => p.or(o),
-            },
-        }
-    }
-
-    /// `reaching` for a bar no one criterion narrows much: the relevance the
-    /// documents reaching `bar` lack, Σ w · (most − r), is at most a budget, so at
-    /// most one criterion can lack more than half of it. The union, over each
-    /// criterion, of the documents it gives at least its most less the whole budget
-    /// and every other criterion its most less half of it.
-    fn reaching_pairs(&self, bar: f64) -> Option<RoaringBitmap> {
-        let budget = self.most_all - bar * self.total_w + SLACK * self.total_w;
-        let within_budget = |w: f64, leaf: &Leaf, part: f64| {
-            let need = leaf.max_relevance() - part / w;
-            if need > 0.0 {
-                reach(self.snap, self.ctx, leaf, need)
-            } else {
-                None
-            }
-        };
+    /// For a budget no one leaf narrows much: at most one leaf can lack more than half
+    /// of it. The union, over each leaf, of the documents it lets lack the whole budget
+    /// and every other leaf half of it.
+    fn pairs(&self, budget: f64, skip: Option<usize>) -> Option<RoaringBitmap> {
         let mut half: Vec<Option<RoaringBitmap>> = Vec::new();
         let mut whole: Vec<Option<RoaringBitmap>> = Vec::new();
-        for &(w, leaf) in self.leaves.iter().filter(|(w, _)| *w > 0.0) {
-            half.push(within_budget(w, leaf, budget / 2.0));
-            whole.push(within_budget(w, leaf, budget));
+        for i in self.weighing(skip) {
+            half.push(self.lacking_at_most(i, budget / 2.0));
+            whole.push(self.lacking_at_most(i, budget));
         }
         let and = |a: Option<RoaringBitmap>, b: &Option<RoaringBitmap>| match (a, b) {
             (Some(a), Some(b)) => Some(a & b),
@@ -295,9 +337,34 @@ impl Plan<'_> {
                     term = and(term, h);
                 }
             }
-            out |= term?; // (a criterion may lack everything, and no other narrows)
+            out |= term?; // (a leaf may lack everything, and no other narrows)
         }
         Some(out)
+    }
+
+    /// For a budget that most documents spend on one leaf (a reference far from most
+    /// points, a value few have): a document lacks at most `t` there, or the others
+    /// lack at most `budget − t` together. The leaf is the one that lets the fewest
+    /// lack half the budget; `t` rises from half the budget, halving what is left,
+    /// while at most `FEW` documents lack that little there.
+    fn split(&self, budget: f64, few: u64) -> Option<RoaringBitmap> {
+        let (j, mut near) = self
+            .weighing(None)
+            .filter_map(|i| Some((i, self.lacking_at_most(i, budget / 2.0)?)))
+            .min_by_key(|(_, set)| set.len())?;
+        if near.len() > few {
+            return None;
+        }
+        let mut t = budget / 2.0;
+        for _ in 0..SPLIT_STEPS {
+            let higher = budget - (budget - t) / 2.0;
+            match self.lacking_at_most(j, higher) {
+                Some(set) if set.len() <= FEW => (t, near) = (higher, set),
+                _ => break,
+            }
+        }
+        let far = self.within(budget - t + SLACK * self.total_w, Some(j), few)?;
+        Some(near | far)
     }
 }
 
