@@ -765,6 +765,39 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// The documents `reach.rs` names for a bar — by each criterion, by pairs, by
+        /// the split, as few as `few` lets it stop at — hold every document whose
+        /// relevance reaches the bar (bars taken from the documents' own relevance).
+        #[test]
+        fn reach_names_every_document_reaching_the_bar(
+            criteria in ranking_criteria(),
+            docs in prop::collection::vec(doc_spec(), 1..60),
+            at in 0.0f64..1.0,
+            few in prop_oneof![Just(0u64), Just(2), Just(20), Just(10_000)],
+        ) {
+            let snap = snapshot(&docs, 0);
+            let body = json!({"criteria": criteria});
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let filter = Filter { items: None, not_items: None, exact_only: false };
+            let mut hits = reference_hits(&snap, &mut q.criteria, &filter);
+            prop_assume!(!hits.is_empty());
+            hits.sort_by(|a, b| b.r.total_cmp(&a.r));
+            let bar = hits[(at * hits.len() as f64) as usize].r;
+            prop_assume!(bar > 0.0);
+            let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+            let ctx = crate::eval::prepared(&snap, &mut q.criteria);
+            let Some(named) = crate::reach::reaching_for_test(&snap, &q.criteria, &ctx, bar, few)
+            else {
+                return Ok(()); // (nothing narrows: every document is scored)
+            };
+            for h in hits.iter().filter(|h| h.r >= bar) {
+                prop_assert!(named.contains(h.doc), "doc {} at {} of bar {}", h.doc, h.r, bar);
+            }
+        }
+    }
+
     /// The requests `reached_equals_full_scan` makes are mostly answered from reach.
     #[test]
     fn most_ranking_requests_are_reached() {

@@ -84,10 +84,7 @@ pub(crate) fn reached_results(
         }
         leaves.push((c.weight, leaf));
     }
-    let total_w: f64 = leaves.iter().map(|(w, _)| w).sum();
-    if leaves.is_empty() || total_w.is_nan() || total_w <= 0.0 {
-        return None;
-    }
+    let plan = Plan::new(snap, ctx, &leaves)?;
     // documents that are results whatever their other values: some criterion gives
     // them a relevance above 0
     let mut certain = RoaringBitmap::new();
@@ -107,22 +104,11 @@ pub(crate) fn reached_results(
     if uncertain.len() + maybe_exact.len() > most {
         return None;
     }
-    let most_all: f64 = leaves
-        .iter()
-        .map(|&(w, leaf)| w * leaf.max_relevance())
-        .sum();
-    let plan = Plan {
-        snap,
-        ctx,
-        leaves: &leaves,
-        total_w,
-        most_all,
-    };
-    let mut acc = Scored {
+    let mut acc = ScoredSoFar {
         docs: RoaringBitmap::new(),
         top: TopK::new(k, collect),
     };
-    let score = |acc: &mut Scored, more: RoaringBitmap, floor: Option<(bool, f64)>| {
+    let score = |acc: &mut ScoredSoFar, more: RoaringBitmap, floor: Option<(bool, f64)>| {
         let docs: Vec<u32> = (more - &acc.docs).iter().collect();
         let top = scan(snap, Some(&docs), criteria, ctx, filter, || {
             TopK::new(k, collect).above(floor)
@@ -138,7 +124,7 @@ pub(crate) fn reached_results(
     // not a sample's bar away.) Each guess scores only the documents it adds.
     let mut below = GUESS;
     loop {
-        let guess = most_all / total_w - below;
+        let guess = plan.most_all / plan.total_w - below;
         // (a bar at or above the guess reaches fewer documents than it)
         if guess <= 0.0 || acc.top.bar().is_some_and(|b| b.1 >= guess) {
             break;
@@ -193,12 +179,12 @@ pub(crate) fn reached_results(
 }
 
 /// The documents scored so far, and their results' best k and counts.
-struct Scored {
+struct ScoredSoFar {
     docs: RoaringBitmap,
     top: TopK,
 }
 
-impl Scored {
+impl ScoredSoFar {
     /// The results, with every document of `certain` not scored: a result, not exact,
     /// below the page.
     fn finish(self, ctx: &EvalCtx, certain: &RoaringBitmap) -> Results {
@@ -228,7 +214,23 @@ struct Plan<'a> {
     most_all: f64,
 }
 
-impl Plan<'_> {
+impl<'a> Plan<'a> {
+    /// `None` without leaves or weight.
+    fn new(snap: &'a Snapshot, ctx: &'a EvalCtx, leaves: &'a [(f64, &'a Leaf)]) -> Option<Self> {
+        let total_w: f64 = leaves.iter().map(|(w, _)| w).sum();
+        if leaves.is_empty() || total_w.is_nan() || total_w <= 0.0 {
+            return None;
+        }
+        let most_all = leaves.iter().map(|&(w, l)| w * l.max_relevance()).sum();
+        Some(Plan {
+            snap,
+            ctx,
+            leaves,
+            total_w,
+            most_all,
+        })
+    }
+
     /// The relevance a document reaching `bar` lacks at most (a little more, for
     /// rounding).
     fn budget(&self, bar: f64) -> f64 {
@@ -324,6 +326,9 @@ impl Plan<'_> {
             half.push(self.lacking_at_most(i, budget / 2.0));
             whole.push(self.lacking_at_most(i, budget));
         }
+        if whole.is_empty() {
+            return None; // (no leaf lacks anything: every document)
+        }
         let and = |a: Option<RoaringBitmap>, b: &Option<RoaringBitmap>| match (a, b) {
             (Some(a), Some(b)) => Some(a & b),
             (None, b) => b.clone(),
@@ -366,6 +371,26 @@ impl Plan<'_> {
         let far = self.within(budget - t + SLACK * self.total_w, Some(j), few)?;
         Some(near | far)
     }
+}
+
+/// `Plan::reaching_either` for `criteria` (prepared; `None` unless all are leaves):
+/// what the bounds test checks.
+#[cfg(test)]
+pub(crate) fn reaching_for_test(
+    snap: &Snapshot,
+    criteria: &[Criterion],
+    ctx: &EvalCtx,
+    bar: f64,
+    few: u64,
+) -> Option<RoaringBitmap> {
+    let leaves: Vec<(f64, &Leaf)> = criteria
+        .iter()
+        .map(|c| match &c.node {
+            Node::Leaf(leaf) => Some((c.weight, leaf)),
+            Node::Group { .. } => None,
+        })
+        .collect::<Option<_>>()?;
+    Plan::new(snap, ctx, &leaves)?.reaching_either(bar, few)
 }
 
 /// The documents to which `leaf` surely gives a relevance above 0, from sets; `None`
