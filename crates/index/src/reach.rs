@@ -318,7 +318,7 @@ impl<'a> Plan<'a> {
 
     /// For a budget no one leaf narrows much: at most one leaf can lack more than half
     /// of it. The union, over each leaf, of the documents it lets lack the whole budget
-    /// and every other leaf half of it.
+    /// and every other leaf half of it; `None` when no leaf narrows them.
     fn pairs(&self, budget: f64, skip: Option<usize>) -> Option<RoaringBitmap> {
         let mut half: Vec<Option<RoaringBitmap>> = Vec::new();
         let mut whole: Vec<Option<RoaringBitmap>> = Vec::new();
@@ -327,7 +327,7 @@ impl<'a> Plan<'a> {
             whole.push(self.lacking_at_most(i, budget));
         }
         if whole.is_empty() {
-            return None; // (no leaf lacks anything: every document)
+            return None; // (no leaves: nothing narrows the documents)
         }
         let and = |a: Option<RoaringBitmap>, b: &Option<RoaringBitmap>| match (a, b) {
             (Some(a), Some(b)) => Some(a & b),
