@@ -243,11 +243,6 @@ impl TopK {
         self
     }
 
-    /// How many hits are kept.
-    pub(crate) fn len(&self) -> usize {
-        self.heap.len()
-    }
-
     /// The id key of the worst hit kept, once `k` are.
     pub(crate) fn worst_id_key(&self) -> Option<u64> {
         let worst = self.heap.peek()?;

@@ -15,12 +15,14 @@
 //! lower relevance, counted from sets. The evaluation property tests (`candidates.rs`)
 //! hold the answers equal, to the bit, to an item-by-item scan.
 
+use std::cell::RefCell;
+
 use roaring::RoaringBitmap;
 
 use crate::candidates::{element_union, numeric_range, within};
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node};
 use crate::eval::{scan, Filter, Results, Sink, TopK, Want};
-use crate::Snapshot;
+use crate::{FastMap, Snapshot};
 use discern_dimensions::Interval;
 
 /// Every `SAMPLE_EVERY`-th chunk is scored for the bar.
@@ -74,16 +76,7 @@ pub(crate) fn reached_results(
         }
         live.len() / 8
     };
-    let mut leaves: Vec<(f64, &Leaf)> = Vec::with_capacity(criteria.len());
-    for c in criteria {
-        let Node::Leaf(leaf) = &c.node else {
-            return None;
-        };
-        if c.may_cull() || matches!(leaf.matcher, Matcher::Text(_)) {
-            return None;
-        }
-        leaves.push((c.weight, leaf));
-    }
+    let leaves = ranking_leaves(criteria)?;
     let plan = Plan::new(snap, ctx, &leaves)?;
     // documents that are results whatever their other values: some criterion gives
     // them a relevance above 0
@@ -143,24 +136,17 @@ pub(crate) fn reached_results(
         }
         below *= GUESS_STEP;
     }
-    // else the k-th best of those scored, or of a sample of the chunks
-    let bar = match acc.top.bar() {
-        Some(bar) => bar,
-        None => {
-            let chunks = snap.chunks().len();
-            let mut sample = RoaringBitmap::new();
-            for c in (0..chunks).step_by(SAMPLE_EVERY) {
-                let base = (c * crate::CHUNK) as u32;
-                sample.insert_range(base..base.saturating_add(crate::CHUNK as u32));
-            }
-            sample &= live;
-            let docs: Vec<u32> = sample.iter().collect();
-            let top = scan(snap, Some(&docs), criteria, ctx, filter, || {
-                TopK::new(k, false)
-            });
-            top.bar()?
+    // else the k-th best of those scored, with a sample of the chunks when fewer than k
+    if acc.top.bar().is_none() {
+        let mut sample = RoaringBitmap::new();
+        for c in (0..snap.chunks().len()).step_by(SAMPLE_EVERY) {
+            let base = (c * crate::CHUNK) as u32;
+            sample.insert_range(base..base.saturating_add(crate::CHUNK as u32));
         }
-    };
+        score(&mut acc, sample & live, None);
+    }
+    // (k documents scored: they and any better are among those scored from here on)
+    let bar = acc.top.bar()?;
     // the documents that can reach it (only exact ones can reach an exact bar)
     let reaching = if bar.0 {
         RoaringBitmap::new()
@@ -172,9 +158,6 @@ pub(crate) fn reached_results(
         return None;
     }
     score(&mut acc, more, Some(bar));
-    if acc.top.len() < k {
-        return None; // (the bar's k are among the documents scored)
-    }
     Some(acc.finish(ctx, &certain))
 }
 
@@ -212,6 +195,9 @@ struct Plan<'a> {
     total_w: f64,
     /// Σ w · the most each leaf gives.
     most_all: f64,
+    /// `lacking_at_most` answers by (leaf, part): the pairs bound and the split ask for
+    /// the same halves of a budget.
+    made: RefCell<FastMap<(usize, u64), Option<RoaringBitmap>>>,
 }
 
 impl<'a> Plan<'a> {
@@ -228,6 +214,7 @@ impl<'a> Plan<'a> {
             leaves,
             total_w,
             most_all,
+            made: RefCell::default(),
         })
     }
 
@@ -246,13 +233,19 @@ impl<'a> Plan<'a> {
     /// (they lack at most `part` there); `None` when that is every document or the
     /// postings cannot narrow them.
     fn lacking_at_most(&self, i: usize, part: f64) -> Option<RoaringBitmap> {
+        let key = (i, part.to_bits());
+        if let Some(made) = self.made.borrow().get(&key) {
+            return made.clone();
+        }
         let (w, leaf) = self.leaves[i];
         let need = leaf.max_relevance() - part / w;
-        if need > 0.0 {
+        let set = if need > 0.0 {
             reach(self.snap, self.ctx, leaf, need)
         } else {
             None
-        }
+        };
+        self.made.borrow_mut().insert(key, set.clone());
+        set
     }
 
     /// A superset of the documents whose relevance can be `bar` or more: `single`,
@@ -373,8 +366,8 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// `Plan::reaching_either` for `criteria` (prepared; `None` unless all are leaves):
-/// what the bounds test checks.
+/// `Plan::reaching_either` for `criteria` (prepared; `None` for a request this module
+/// does not answer): what the bounds test checks.
 #[cfg(test)]
 pub(crate) fn reaching_for_test(
     snap: &Snapshot,
@@ -383,14 +376,22 @@ pub(crate) fn reaching_for_test(
     bar: f64,
     few: u64,
 ) -> Option<RoaringBitmap> {
-    let leaves: Vec<(f64, &Leaf)> = criteria
+    let leaves = ranking_leaves(criteria)?;
+    Plan::new(snap, ctx, &leaves)?.reaching_either(bar, few)
+}
+
+/// (weight, leaf) of every criterion, when each is a leaf that neither culls nor is
+/// text (a request this module answers).
+fn ranking_leaves(criteria: &[Criterion]) -> Option<Vec<(f64, &Leaf)>> {
+    criteria
         .iter()
         .map(|c| match &c.node {
-            Node::Leaf(leaf) => Some((c.weight, leaf)),
-            Node::Group { .. } => None,
+            Node::Leaf(leaf) if !c.may_cull() && !matches!(leaf.matcher, Matcher::Text(_)) => {
+                Some((c.weight, leaf))
+            }
+            _ => None,
         })
-        .collect::<Option<_>>()?;
-    Plan::new(snap, ctx, &leaves)?.reaching_either(bar, few)
+        .collect()
 }
 
 /// The documents to which `leaf` surely gives a relevance above 0, from sets; `None`
