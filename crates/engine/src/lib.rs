@@ -555,16 +555,30 @@ impl Engine {
                         if big {
                             process::release_free_memory();
                         }
-                        // The chunks this apply copied lost their columns: built again
-                        // here, one core's work, rather than by the next requests on
-                        // their way (a rank request after a delta rebuilt ~600 chunks,
-                        // ~100 ms). Stops once a newer snapshot replaced this one.
-                        for job in &rebuild {
+                        // The chunks this apply copied lost their columns: made again
+                        // here from the copied chunks' columns (~15 µs a chunk: ~8 ms
+                        // for a 1,000-item delta at 1M items), rather than built whole
+                        // by the next requests on their way (a rank request after a
+                        // delta rebuilt ~600 chunks, ~100 ms). Stops once a newer
+                        // snapshot replaced this one.
+                        let started = std::time::Instant::now();
+                        let mut built = 0;
+                        let of = rebuild.len();
+                        // (each copied chunk let go of once done with: its columns' memory
+                        // then serves the next chunk's)
+                        for job in rebuild {
                             match current.upgrade() {
-                                Some(now) => now.build_columns(job),
+                                Some(now) => now.build_columns(&job),
                                 None => break,
                             }
+                            built += 1;
                         }
+                        tracing::debug!(
+                            chunks = built,
+                            of,
+                            us = started.elapsed().as_micros() as u64,
+                            "columns rebuilt"
+                        );
                     });
                 if merge {
                     self.merge_terms_in_background();

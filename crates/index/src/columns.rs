@@ -11,11 +11,11 @@ use std::sync::{Arc, OnceLock};
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 
 use crate::geo::GeoPoint;
-use crate::keys::KeyCol;
+use crate::keys::{KeyCol, KeyNumbers};
 use crate::ranges::RangeTable;
 use crate::slots::Slots;
-use crate::Doc;
 
+#[derive(Clone, Debug)]
 pub(crate) enum Col {
     /// NaN: no value.
     Num {
@@ -39,7 +39,7 @@ pub(crate) enum Col {
     Elem {
         e: Box<[u32]>,
         multi: Box<[u64]>,
-        many: Box<[u32]>,
+        many: Vec<u32>,
         deepest: Box<[u32]>,
     },
     /// Keyword and groupBy dimensions: which documents have a value (the rules for these
@@ -57,6 +57,7 @@ pub(crate) enum Col {
 /// A numeric column's documents by segment of the dimension's facet ranges' bounds
 /// (`RangeTable`): a facet counts a document by its segment without searching the
 /// bounds, and a chunk whose documents are all counted by its histogram.
+#[derive(Clone, Debug)]
 pub(crate) struct SegmentCol {
     /// Per document, its segment (`NO_SEGMENT`: no value, or several).
     pub(crate) segment: Box<[u16]>,
@@ -70,28 +71,41 @@ impl SegmentCol {
     /// `None` when the column is not numeric or the ranges cut the line into more
     /// segments than a `u16` numbers (over 32,000 ranges).
     pub(crate) fn build(col: &Col, table: &RangeTable) -> Option<SegmentCol> {
-        let Col::Num { v, multi, .. } = col else {
-            return None;
-        };
-        if table.segments() >= NO_SEGMENT as usize {
+        if !matches!(col, Col::Num { .. }) || table.segments() >= NO_SEGMENT as usize {
             return None;
         }
-        let mut histogram = vec![0u32; table.segments()];
-        let segment = v
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| match table.segment(x) {
+        let mut out = SegmentCol {
+            segment: vec![NO_SEGMENT; col.len()].into(),
+            histogram: vec![0; table.segments()].into(),
+        };
+        let all: Vec<usize> = (0..col.len()).collect();
+        out.update(col, table, &all);
+        Some(out)
+    }
+
+    /// These segments with the documents `changed` lists placed anew from `col`.
+    pub(crate) fn patched(&self, col: &Col, table: &RangeTable, changed: &[usize]) -> SegmentCol {
+        let mut out = self.clone();
+        out.update(col, table, changed);
+        out
+    }
+
+    fn update(&mut self, col: &Col, table: &RangeTable, changed: &[usize]) {
+        let Col::Num { v, multi, .. } = col else {
+            return;
+        };
+        for &i in changed {
+            if let Some(h) = self.histogram.get_mut(self.segment[i] as usize) {
+                *h -= 1;
+            }
+            self.segment[i] = match table.segment(v[i]) {
                 Some(s) if !bit(multi, i) => {
-                    histogram[s] += 1;
+                    self.histogram[s] += 1;
                     s as u16
                 }
                 _ => NO_SEGMENT,
-            })
-            .collect();
-        Some(SegmentCol {
-            segment,
-            histogram: histogram.into(),
-        })
+            };
+        }
     }
 }
 
@@ -120,19 +134,22 @@ pub(crate) enum ColValue {
     Present(bool),
 }
 
+#[derive(Debug)]
 pub(crate) struct ChunkCols {
-    dims: Vec<Option<Col>>,
+    // (each column shared with the chunk this one was copied from while no document
+    // it changed has another value in it)
+    dims: Vec<Option<Arc<Col>>>,
     /// Keyword and groupBy dimensions' key numbers, built when a facet first asks
     /// (`Snapshot::key_col`).
-    pub(crate) keys: Box<[OnceLock<KeyCol>]>,
+    pub(crate) keys: Box<[OnceLock<Arc<KeyCol>>]>,
     /// Numeric dimensions' facet range segments, built when a facet first asks
     /// (`Snapshot::segment_col`).
-    pub(crate) segments: Box<[OnceLock<Option<SegmentCol>>]>,
+    pub(crate) segments: Box<[OnceLock<Option<Arc<SegmentCol>>>]>,
     /// How many documents the chunk holds.
     pub(crate) live: u32,
     /// Each document's `Doc::id_key` (0 for an empty slot): ordering ties between
     /// results read these instead of every row.
-    id_keys: Box<[u64]>,
+    id_keys: Arc<[u64]>,
 }
 
 #[inline(always)]
@@ -140,158 +157,306 @@ pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
 }
 
+impl Col {
+    /// How many documents the column has an entry for.
+    fn len(&self) -> usize {
+        match self {
+            Col::Num { v, .. } => v.len(),
+            Col::Geo { lat, .. } => lat.len(),
+            Col::Elem { e, .. } => e.len(),
+            Col::Present { bits } | Col::Text { bits, .. } => bits.len() * 64,
+        }
+    }
+
+    /// The column of `n` documents without values for a dimension of `kind`.
+    fn empty(kind: &DimensionKind, n: usize) -> Col {
+        let words = n.div_ceil(64);
+        match kind {
+            DimensionKind::Numeric(_) => Col::Num {
+                v: vec![f64::NAN; n].into(),
+                multi: vec![0; words].into(),
+                lo: f64::NAN,
+                hi: f64::NAN,
+            },
+            DimensionKind::Geo(_) => Col::Geo {
+                lat: vec![f64::NAN; n].into(),
+                pts: vec![GeoPoint::new(0.0, 0.0); n].into(),
+                multi: vec![0; words].into(),
+            },
+            DimensionKind::Tree(_) | DimensionKind::Ordered(_) | DimensionKind::Mutex(_) => {
+                let tree = matches!(kind, DimensionKind::Tree(_));
+                Col::Elem {
+                    e: vec![NO_ELEMENT; n].into(),
+                    multi: vec![0; words].into(),
+                    many: Vec::new(),
+                    deepest: vec![NO_ELEMENT; if tree { n } else { 0 }].into(),
+                }
+            }
+            DimensionKind::Keyword | DimensionKind::GroupBy => Col::Present {
+                bits: vec![0; words].into(),
+            },
+            DimensionKind::Text(spec) => Col::Text {
+                bits: vec![0; words].into(),
+                lens: vec![0; n * spec.fields.len()].into(),
+                fields: spec.fields.len(),
+            },
+        }
+    }
+
+    /// Gives each document `changed` lists (ascending) its entry from its row in
+    /// `docs` (dimension `di`, of `kind`); every other document keeps its own. A new
+    /// column is an empty one with every document changed; the columns of a chunk an
+    /// apply copied are its old columns with the documents it replaced changed.
+    fn update(&mut self, kind: &DimensionKind, di: usize, docs: &Slots, changed: &[usize]) {
+        fn value(docs: &Slots, i: usize, di: usize) -> Option<&IndexedValue> {
+            docs[i].as_ref()?.values.get(di)?.as_ref()
+        }
+        fn mark(bits: &mut [u64], i: usize, on: bool) {
+            let m = 1u64 << (i % 64);
+            if on {
+                bits[i / 64] |= m
+            } else {
+                bits[i / 64] &= !m
+            }
+        }
+        match self {
+            Col::Num { v, multi, lo, hi } => {
+                // the bounds found anew only when a replaced value may have been one
+                let (mut anew, was_lo, was_hi) = (false, *lo, *hi);
+                let mut visit = |x: f64| {
+                    *lo = lo.min(x);
+                    *hi = hi.max(x);
+                };
+                for &i in changed {
+                    anew |= bit(multi, i) || v[i] == was_lo || v[i] == was_hi;
+                    let (mut seen, mut x) = (0, f64::NAN);
+                    let present = match value(docs, i, di) {
+                        Some(IndexedValue::Ints(xs)) => {
+                            xs.iter().for_each(|&x| visit(x as f64));
+                            (seen, x) = (xs.len(), xs.first().map_or(f64::NAN, |&x| x as f64));
+                            true
+                        }
+                        Some(IndexedValue::Doubles(xs)) => {
+                            xs.iter().for_each(|&x| visit(x));
+                            (seen, x) = (xs.len(), xs.first().copied().unwrap_or(f64::NAN));
+                            true
+                        }
+                        Some(_) => true,
+                        None => false,
+                    };
+                    // anything but exactly one number is read from the row
+                    let from_row = present && (seen != 1 || x.is_nan());
+                    v[i] = if from_row { f64::NAN } else { x };
+                    mark(multi, i, from_row);
+                }
+                if anew {
+                    (*lo, *hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                    let mut visit = |x: f64| {
+                        *lo = lo.min(x);
+                        *hi = hi.max(x);
+                    };
+                    for (i, &x) in v.iter().enumerate() {
+                        if !bit(multi, i) {
+                            visit(x); // (NaN, no value: `min` and `max` pass it over)
+                            continue;
+                        }
+                        match value(docs, i, di) {
+                            Some(IndexedValue::Ints(xs)) => {
+                                xs.iter().for_each(|&x| visit(x as f64))
+                            }
+                            Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|&x| visit(x)),
+                            _ => {}
+                        }
+                    }
+                }
+                if lo > hi {
+                    (*lo, *hi) = (f64::NAN, f64::NAN);
+                }
+            }
+            Col::Geo { lat, pts, multi } => {
+                for &i in changed {
+                    (lat[i], pts[i]) = (f64::NAN, GeoPoint::new(0.0, 0.0));
+                    mark(multi, i, false);
+                    match value(docs, i, di) {
+                        Some(IndexedValue::Points(ps)) if ps.len() == 1 && !ps[0].0.is_nan() => {
+                            lat[i] = ps[0].0;
+                            pts[i] = GeoPoint::new(ps[0].0, ps[0].1);
+                        }
+                        Some(_) => mark(multi, i, true),
+                        None => {}
+                    }
+                }
+            }
+            Col::Elem {
+                e,
+                multi,
+                many,
+                deepest,
+            } => {
+                let tree = match kind {
+                    DimensionKind::Tree(set) => Some(set),
+                    _ => None,
+                };
+                // the side list is made anew in document order: the lists of the
+                // documents kept moved over, the changed documents' added
+                let old = std::mem::take(many);
+                let mut next = changed.iter().copied().peekable();
+                for i in 0..e.len() {
+                    if next.next_if_eq(&i).is_none() {
+                        if bit(multi, i) && e[i] != NO_ELEMENT {
+                            let at = e[i] as usize;
+                            let len = old[at] as usize;
+                            e[i] = many.len() as u32;
+                            many.extend_from_slice(&old[at..at + 1 + len]);
+                        }
+                        continue;
+                    }
+                    e[i] = NO_ELEMENT;
+                    mark(multi, i, false);
+                    if tree.is_some() {
+                        deepest[i] = NO_ELEMENT;
+                    }
+                    match value(docs, i, di) {
+                        Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
+                        Some(IndexedValue::Elements(es)) => {
+                            mark(multi, i, true);
+                            e[i] = many.len() as u32;
+                            many.push(es.len() as u32);
+                            many.extend_from_slice(es);
+                            if let Some(set) = tree {
+                                deepest[i] = path_end(set, es);
+                            }
+                        }
+                        Some(_) => mark(multi, i, true),
+                        None => {}
+                    }
+                    if tree.is_some() && e[i] != NO_ELEMENT && !bit(multi, i) {
+                        deepest[i] = e[i];
+                    }
+                }
+            }
+            Col::Present { bits } => {
+                for &i in changed {
+                    mark(bits, i, value(docs, i, di).is_some());
+                }
+            }
+            Col::Text { bits, lens, fields } => {
+                let fields = *fields;
+                for &i in changed {
+                    let v = value(docs, i, di);
+                    mark(bits, i, v.is_some());
+                    let toks = match v {
+                        Some(IndexedValue::Text(toks)) => Some(toks),
+                        _ => None,
+                    };
+                    for (fi, len) in lens[i * fields..(i + 1) * fields].iter_mut().enumerate() {
+                        *len = match toks {
+                            Some(toks) if fi < toks.groups() => {
+                                toks.group_range(fi).len().min(u16::MAX as usize) as u16
+                            }
+                            _ => 0,
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl ChunkCols {
     pub(crate) fn build(dims: &Dimensions, docs: &Slots) -> ChunkCols {
         let n = docs.len();
-        let words = n.div_ceil(64);
-        fn value(d: &Option<Arc<Doc>>, di: usize) -> Option<&IndexedValue> {
-            d.as_ref()?.values.get(di)?.as_ref()
-        }
-        let cols = dims
-            .dims
-            .iter()
-            .enumerate()
-            .map(|(di, dim)| match dim.kind {
-                DimensionKind::Numeric(_) => {
-                    let mut v = vec![f64::NAN; n];
-                    let mut multi = vec![0u64; words];
-                    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                    for (i, d) in docs.iter().enumerate() {
-                        let mut seen = 0;
-                        let mut visit = |x: f64| {
-                            lo = lo.min(x);
-                            hi = hi.max(x);
-                            v[i] = x;
-                            seen += 1;
-                        };
-                        let present = match value(d, di) {
-                            Some(IndexedValue::Ints(xs)) => {
-                                xs.iter().for_each(|x| visit(*x as f64));
-                                true
-                            }
-                            Some(IndexedValue::Doubles(xs)) => {
-                                xs.iter().for_each(|x| visit(*x));
-                                true
-                            }
-                            Some(_) => true,
-                            None => false,
-                        };
-                        // anything but exactly one number is read from the row
-                        if present && (seen != 1 || v[i].is_nan()) {
-                            v[i] = f64::NAN;
-                            multi[i / 64] |= 1 << (i % 64);
-                        }
-                    }
-                    if lo > hi {
-                        (lo, hi) = (f64::NAN, f64::NAN);
-                    }
-                    Some(Col::Num {
-                        v: v.into(),
-                        multi: multi.into(),
-                        lo,
-                        hi,
-                    })
-                }
-                DimensionKind::Geo(_) => {
-                    let mut lat = vec![f64::NAN; n];
-                    let mut pts = vec![GeoPoint::new(0.0, 0.0); n];
-                    let mut multi = vec![0u64; words];
-                    for (i, d) in docs.iter().enumerate() {
-                        match value(d, di) {
-                            Some(IndexedValue::Points(ps))
-                                if ps.len() == 1 && !ps[0].0.is_nan() =>
-                            {
-                                lat[i] = ps[0].0;
-                                pts[i] = GeoPoint::new(ps[0].0, ps[0].1);
-                            }
-                            Some(_) => multi[i / 64] |= 1 << (i % 64),
-                            None => {}
-                        }
-                    }
-                    Some(Col::Geo {
-                        lat: lat.into(),
-                        pts: pts.into(),
-                        multi: multi.into(),
-                    })
-                }
-                DimensionKind::Tree(_) | DimensionKind::Ordered(_) | DimensionKind::Mutex(_) => {
-                    let tree = match &dim.kind {
-                        DimensionKind::Tree(set) => Some(set),
-                        _ => None,
-                    };
-                    let mut e = vec![NO_ELEMENT; n];
-                    let mut multi = vec![0u64; words];
-                    let mut many = Vec::new();
-                    let mut deepest = vec![NO_ELEMENT; if tree.is_some() { n } else { 0 }];
-                    for (i, d) in docs.iter().enumerate() {
-                        match value(d, di) {
-                            Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
-                            Some(IndexedValue::Elements(es)) => {
-                                multi[i / 64] |= 1 << (i % 64);
-                                e[i] = many.len() as u32;
-                                many.push(es.len() as u32);
-                                many.extend_from_slice(es);
-                                if let Some(set) = tree {
-                                    deepest[i] = path_end(set, es);
-                                }
-                            }
-                            Some(_) => multi[i / 64] |= 1 << (i % 64),
-                            None => {}
-                        }
-                        if tree.is_some() && e[i] != NO_ELEMENT && !bit(&multi, i) {
-                            deepest[i] = e[i];
-                        }
-                    }
-                    Some(Col::Elem {
-                        e: e.into(),
-                        multi: multi.into(),
-                        many: many.into(),
-                        deepest: deepest.into(),
-                    })
-                }
-                DimensionKind::Keyword | DimensionKind::GroupBy => {
-                    let mut bits = vec![0u64; words];
-                    for (i, d) in docs.iter().enumerate() {
-                        if value(d, di).is_some() {
-                            bits[i / 64] |= 1 << (i % 64);
-                        }
-                    }
-                    Some(Col::Present { bits: bits.into() })
-                }
-                DimensionKind::Text(ref spec) => {
-                    let fields = spec.fields.len();
-                    let mut bits = vec![0u64; words];
-                    let mut lens = vec![0u16; n * fields];
-                    for (i, d) in docs.iter().enumerate() {
-                        let Some(v) = value(d, di) else { continue };
-                        bits[i / 64] |= 1 << (i % 64);
-                        if let IndexedValue::Text(toks) = v {
-                            for (fi, len) in
-                                lens[i * fields..(i + 1) * fields].iter_mut().enumerate()
-                            {
-                                if fi < toks.groups() {
-                                    *len = toks.group_range(fi).len().min(u16::MAX as usize) as u16;
-                                }
-                            }
-                        }
-                    }
-                    Some(Col::Text {
-                        bits: bits.into(),
-                        lens: lens.into(),
-                        fields,
-                    })
-                }
-            })
-            .collect();
-        let id_keys = docs
-            .iter()
-            .map(|d| d.as_ref().map_or(0, |d| d.id_key))
-            .collect();
+        let all: Vec<usize> = (0..n).collect();
+        let cols = dims.dims.iter().enumerate().map(|(di, dim)| {
+            let mut col = Col::empty(&dim.kind, n);
+            col.update(&dim.kind, di, docs, &all);
+            Some(Arc::new(col))
+        });
         ChunkCols {
+            dims: cols.collect(),
             keys: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             segments: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             live: docs.iter().flatten().count() as u32,
+            id_keys: docs
+                .iter()
+                .map(|d| d.as_ref().map_or(0, |d| d.id_key))
+                .collect(),
+        }
+    }
+
+    /// The columns of `docs`, a copy of the chunk `was` whose columns these are, with
+    /// the slots `changed` lists (ascending) holding other documents: per dimension,
+    /// this column shared when no changed document has another value in it (an update
+    /// changes a price, not the other twenty values), else a copy with the documents
+    /// whose value changed read anew — and so with the key and segment columns these
+    /// had built. A delta copies most chunks: building their columns whole took more
+    /// CPU than the delta itself.
+    pub(crate) fn patched(
+        &self,
+        dims: &Dimensions,
+        was: &Slots,
+        docs: &Slots,
+        changed: &[usize],
+        numbers: &[Option<Arc<KeyNumbers>>],
+    ) -> ChunkCols {
+        fn value(slots: &Slots, i: usize, di: usize) -> Option<&IndexedValue> {
+            slots[i].as_ref()?.values.get(di)?.as_ref()
+        }
+        let keys: Box<[OnceLock<Arc<KeyCol>>]> =
+            dims.dims.iter().map(|_| OnceLock::new()).collect();
+        let segments: Box<[OnceLock<Option<Arc<SegmentCol>>>]> =
+            dims.dims.iter().map(|_| OnceLock::new()).collect();
+        let mut moved: Vec<usize> = Vec::with_capacity(changed.len());
+        let mut cols = Vec::with_capacity(self.dims.len());
+        for (di, (col, dim)) in self.dims.iter().zip(&dims.dims).enumerate() {
+            let Some(col) = col else {
+                cols.push(None);
+                continue;
+            };
+            moved.clear();
+            moved.extend(
+                changed
+                    .iter()
+                    .filter(|&&i| value(was, i, di) != value(docs, i, di)),
+            );
+            let (was_keys, was_segments) = (self.keys[di].get(), self.segments[di].get());
+            if moved.is_empty() {
+                if let Some(k) = was_keys {
+                    let _ = keys[di].set(k.clone());
+                }
+                if let Some(s) = was_segments {
+                    let _ = segments[di].set(s.clone());
+                }
+                cols.push(Some(col.clone()));
+                continue;
+            }
+            let mut col = Col::clone(col);
+            col.update(&dim.kind, di, docs, &moved);
+            if let (Some(k), Some(Some(numbers))) = (was_keys, numbers.get(di)) {
+                let _ = keys[di].set(Arc::new(k.patched(docs, di, numbers, &moved)));
+            }
+            if let (Some(s), DimensionKind::Numeric(spec)) = (was_segments, &dim.kind) {
+                let patched = s.as_ref().map(|s| {
+                    let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+                    Arc::new(s.patched(&col, &table, &moved))
+                });
+                let _ = segments[di].set(patched);
+            }
+            cols.push(Some(Arc::new(col)));
+        }
+        let id_key = |i: usize| docs[i].as_ref().map_or(0, |d| d.id_key);
+        let id_keys = if changed.iter().all(|&i| self.id_keys[i] == id_key(i)) {
+            self.id_keys.clone()
+        } else {
+            let mut k = self.id_keys.to_vec();
+            changed.iter().for_each(|&i| k[i] = id_key(i));
+            k.into()
+        };
+        ChunkCols {
             dims: cols,
+            keys,
+            segments,
+            live: docs.iter().flatten().count() as u32,
             id_keys,
         }
     }
@@ -319,14 +484,14 @@ impl ChunkCols {
     /// The column of dimension `dim`, if it has one.
     #[inline]
     pub(crate) fn col(&self, dim: usize) -> Option<&Col> {
-        self.dims.get(dim)?.as_ref()
+        self.dims.get(dim)?.as_deref()
     }
 
     /// Document `i`'s value in dimension `dim`; `None` when it must be read from the row
     /// (no column for the dimension, or several values).
     #[inline(always)]
     pub(crate) fn get(&self, dim: usize, i: usize) -> Option<ColValue> {
-        match self.dims.get(dim)?.as_ref()? {
+        match self.col(dim)? {
             Col::Num { v, multi, .. } => {
                 if bit(multi, i) {
                     return None;
@@ -356,7 +521,7 @@ impl ChunkCols {
     /// `dim` (0 without one); `None` when it must be counted from the row.
     #[inline(always)]
     pub(crate) fn text_len(&self, dim: usize, i: usize, field: usize) -> Option<usize> {
-        match self.dims.get(dim)?.as_ref()? {
+        match self.col(dim)? {
             Col::Text { lens, fields, .. } if field < *fields => {
                 let n = lens[i * fields + field];
                 (n != u16::MAX).then_some(n as usize)
@@ -369,7 +534,7 @@ impl ChunkCols {
     /// path from the root (`NO_ELEMENT`: no value, `NOT_A_PATH`: read the row).
     #[inline]
     pub(crate) fn deepest(&self, dim: usize, i: usize) -> u32 {
-        match self.dims.get(dim).and_then(|c| c.as_ref()) {
+        match self.col(dim) {
             Some(Col::Elem { deepest, .. }) if !deepest.is_empty() => deepest[i],
             _ => NOT_A_PATH,
         }
@@ -377,7 +542,7 @@ impl ChunkCols {
 
     /// The smallest and largest value in a numeric dimension, if any.
     pub(crate) fn span(&self, dim: usize) -> Option<(f64, f64)> {
-        match self.dims.get(dim)?.as_ref()? {
+        match self.col(dim)? {
             Col::Num { lo, hi, .. } if !lo.is_nan() => Some((*lo, *hi)),
             _ => None,
         }

@@ -88,11 +88,12 @@ impl Numbered {
 }
 
 /// A chunk's keys in one dimension, as numbers.
+#[derive(Clone, Debug)]
 pub(crate) struct KeyCol {
     /// Per document: its one key's number, `NONE`, or (with `MANY` set) where its list
     /// starts in `many` (its length, then the numbers).
     k: Box<[u32]>,
-    many: Box<[u32]>,
+    many: Vec<u32>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -100,26 +101,56 @@ const MANY: u32 = 1 << 31;
 
 impl KeyCol {
     pub(crate) fn build(docs: &Slots, di: usize, numbers: &KeyNumbers) -> KeyCol {
-        let values: Vec<Option<&StrList>> = docs
+        let empty = KeyCol {
+            k: vec![NONE; docs.len()].into(),
+            many: Vec::new(),
+        };
+        let all: Vec<usize> = (0..docs.len()).collect();
+        empty.patched(docs, di, numbers, &all)
+    }
+
+    /// This column with the documents `changed` lists (ascending) numbered anew from
+    /// their rows in `docs`; every other document keeps its numbers.
+    pub(crate) fn patched(
+        &self,
+        docs: &Slots,
+        di: usize,
+        numbers: &KeyNumbers,
+        changed: &[usize],
+    ) -> KeyCol {
+        let values: Vec<Option<&StrList>> = changed
             .iter()
-            .map(|d| match d.as_ref()?.values.get(di)?.as_ref()? {
+            .map(|&i| match docs[i].as_ref()?.values.get(di)?.as_ref()? {
                 IndexedValue::Strings(s) if !s.is_empty() => Some(s),
                 _ => None,
             })
             .collect();
         let all = values.iter().flatten().flat_map(|s| s.iter());
         let mut numbered = numbers.number(all).into_iter();
-        let mut k = vec![NONE; docs.len()];
-        let mut many = Vec::new();
+        let mut k = self.k.clone();
+        // the side list made anew in document order: the kept documents' lists moved
+        // over, the changed documents' added
+        let mut many = Vec::with_capacity(self.many.len());
+        let mut next = changed.iter().zip(&values).peekable();
         let mut ns: Vec<u32> = Vec::new();
-        for (i, v) in values.iter().enumerate() {
+        for (i, slot) in k.iter_mut().enumerate() {
+            let Some((_, v)) = next.next_if(|(&c, _)| c == i) else {
+                if *slot != NONE && *slot & MANY != 0 {
+                    let kept = self.keys(i);
+                    *slot = MANY | many.len() as u32;
+                    many.push(kept.len() as u32);
+                    many.extend_from_slice(kept);
+                }
+                continue;
+            };
+            *slot = NONE;
             let Some(v) = v else { continue };
             ns.clear();
             ns.extend(numbered.by_ref().take(v.len()));
             match ns[..] {
                 // (a number with `MANY`'s bit, past two billion keys, goes in a list)
                 [one] if one & MANY == 0 => {
-                    k[i] = one;
+                    *slot = one;
                     continue;
                 }
                 _ => {}
@@ -127,14 +158,11 @@ impl KeyCol {
             // (a document counts once per key)
             ns.sort_unstable();
             ns.dedup();
-            k[i] = MANY | many.len() as u32;
+            *slot = MANY | many.len() as u32;
             many.push(ns.len() as u32);
             many.extend_from_slice(&ns);
         }
-        KeyCol {
-            k: k.into(),
-            many: many.into(),
-        }
+        KeyCol { k, many }
     }
 
     /// The key numbers of document `i` (none without a value).

@@ -103,13 +103,12 @@ impl Chunk {
     }
 }
 
-/// One chunk's columns to build again (`Snapshot::columns_to_rebuild`).
+/// One chunk's columns to build again (`Snapshot::columns_to_rebuild`): from the
+/// columns of the chunk it copied.
 pub struct ColumnsToBuild {
     chunk: usize,
-    /// Dimensions whose key columns were built.
-    keys: Vec<usize>,
-    /// Dimensions whose facet range segments were built.
-    segments: Vec<usize>,
+    /// The chunk copied, its columns built.
+    old: Arc<Chunk>,
 }
 
 /// An immutable view of the index. Cheap to clone (chunks are shared).
@@ -331,9 +330,9 @@ impl Snapshot {
             .get(di)?
             .get_or_init(|| {
                 let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
-                SegmentCol::build(col, &table)
+                SegmentCol::build(col, &table).map(Arc::new)
             })
-            .as_ref()
+            .as_deref()
     }
 
     /// Chunk `c`'s key column of keyword or groupBy dimension `di` (built on first use).
@@ -341,33 +340,26 @@ impl Snapshot {
         let numbers = self.key_numbers(di)?;
         let chunk = self.chunks.get(c)?;
         let col = chunk.cols(&self.dims).keys.get(di)?;
-        Some(col.get_or_init(|| KeyCol::build(&chunk.docs, di, numbers)))
+        Some(col.get_or_init(|| Arc::new(KeyCol::build(&chunk.docs, di, numbers))))
     }
 
     /// The chunks whose columns `before` (the snapshot this one replaced) had built and
     /// this one has not — the chunks an apply copied, whose columns it dropped — each with
-    /// the key and segment columns `before` had built for it (see `build_columns`).
+    /// the chunk it copied (see `build_columns`).
     pub fn columns_to_rebuild(&self, before: &Snapshot) -> Vec<ColumnsToBuild> {
         if !Arc::ptr_eq(&self.dims, &before.dims) {
             return Vec::new(); // other dimensions: other columns
-        }
-        fn built<T>(cells: &[OnceLock<T>]) -> Vec<usize> {
-            (0..cells.len())
-                .filter(|&di| cells[di].get().is_some())
-                .collect()
         }
         self.chunks
             .iter()
             .zip(&before.chunks)
             .enumerate()
-            .filter(|(_, (now, old))| !Arc::ptr_eq(now, old) && now.cols.get().is_none())
-            .filter_map(|(chunk, (_, old))| {
-                let cols = old.cols.get()?;
-                Some(ColumnsToBuild {
-                    chunk,
-                    keys: built(&cols.keys),
-                    segments: built(&cols.segments),
-                })
+            .filter(|(_, (now, old))| {
+                !Arc::ptr_eq(now, old) && now.cols.get().is_none() && old.cols.get().is_some()
+            })
+            .map(|(chunk, (_, old))| ColumnsToBuild {
+                chunk,
+                old: old.clone(),
             })
             .collect()
     }
@@ -409,18 +401,24 @@ impl Snapshot {
         }
     }
 
-    /// Builds the columns `job` names (for a request that would otherwise build them on
-    /// its way: the engine does so in the background after an apply).
+    /// Builds the columns `job` names, with the key and segment columns the chunk it
+    /// copied had built, from that chunk's columns (for a request that would otherwise
+    /// build them on its way: the engine does so in the background after an apply).
     pub fn build_columns(&self, job: &ColumnsToBuild) {
-        if self.chunk_cols(job.chunk).is_none() {
+        let (Some(chunk), Some(old)) = (self.chunks.get(job.chunk), job.old.cols.get()) else {
             return;
+        };
+        if chunk.cols.get().is_some() {
+            return; // (a request built them meanwhile)
         }
-        for &di in &job.keys {
-            self.key_col(job.chunk, di);
-        }
-        for &di in &job.segments {
-            self.segment_col(job.chunk, di);
-        }
+        let changed = chunk.docs.changed_since(&job.old.docs);
+        let _ = chunk.cols.set(old.patched(
+            &self.dims,
+            &job.old.docs,
+            &chunk.docs,
+            &changed,
+            &self.keys,
+        ));
     }
 
     /// Every live document, in doc-number order.
@@ -908,13 +906,134 @@ mod tests {
         assert!(s2.chunks[0].cols.get().is_none());
         let jobs = s2.columns_to_rebuild(&s1);
         assert_eq!(jobs.len(), 1);
-        assert_eq!((jobs[0].chunk, &jobs[0].keys[..]), (0, &[0usize][..]));
+        assert_eq!(jobs[0].chunk, 0);
         s2.build_columns(&jobs[0]);
         let cols = s2.chunks[0].cols.get().expect("columns built");
         assert!(cols.keys[0].get().is_some());
         assert!(s2.chunks[1].cols.get().is_none());
         // nothing copied since: nothing to build
         assert!(s2.clone().columns_to_rebuild(&s2).is_empty());
+    }
+
+    const COLUMN_DIMS: &[u8] = b"<dimensions>
+      <dimension id='k' type='keyword'/>
+      <dimension id='a' type='groupBy'/>
+      <dimension id='t' type='tree'>
+        <element id='A'><element id='A1'/><element id='A2'/></element>
+        <element id='B'><element id='B1'/></element>
+      </dimension>
+      <dimension id='o' type='ordered'><element id='1'/><element id='2'/><element id='3'/></dimension>
+      <dimension id='m' type='mutex'><element id='s'/><element id='r'/></dimension>
+      <dimension id='g' type='geoloc' latitude='lat' longitude='lon'/>
+      <dimension id='x' type='text'><field id='h'/><field id='b'/></dimension>
+      <dimension id='n' type='integer'>
+        <element id='low' value='[,0)'/><element id='mid' value='[0,5]'/><element id='high' value='(5,]'/>
+      </dimension>
+      <dimension id='d' type='double'/>
+    </dimensions>";
+
+    /// A record holding, for each of `COLUMN_DIMS`, 0 to 2 values picked by `pick`.
+    fn column_record(pick: &[u8]) -> Record {
+        let p = |i: usize| pick.get(i).copied().unwrap_or(0) as usize;
+        let mut r: Vec<(String, Value)> = Vec::new();
+        let mut put = |k: &str, vs: &[String]| match vs {
+            [] => {}
+            [one] => r.push((k.into(), Value::Str(one.clone()))),
+            _ => r.push((
+                k.into(),
+                Value::Array(vs.iter().map(|v| Value::Str(v.clone())).collect()),
+            )),
+        };
+        let some = |n: usize, of: &[&str], at: usize| -> Vec<String> {
+            (0..n % 3)
+                .map(|j| of[(at + j) % of.len()].to_string())
+                .collect()
+        };
+        put("k", &some(p(0), &["a", "b", "c", "d"], p(1)));
+        put("a", &some(p(2), &["x", "y"], p(3)));
+        put("t", &some(p(4), &["A", "A1", "A2", "B", "B1"], p(5)));
+        put("o", &some(p(6), &["1", "2", "3"], p(7)));
+        put("m", &some(p(8), &["s", "r"], p(9)));
+        if p(10) % 3 > 0 {
+            put("lat", &[format!("{}", 39 + p(11) % 3)]);
+            put("lon", &[format!("-7{}", p(12) % 3)]);
+        }
+        put("h", &some(p(13), &["red car", "blue", "green cart"], p(14)));
+        put("b", &some(p(15), &["one two three", "x"], p(16)));
+        // (49 values each: a bound is often held by one document alone)
+        // (mostly one value: the bound is then often a row's alone)
+        let nums = (0..[0, 1, 1, 1, 1, 1, 2][p(17)])
+            .map(|j| format!("{}", (p(18 + j) * 7 + p(1 + j)) as i64 - 20));
+        put("n", &nums.collect::<Vec<_>>());
+        let ds =
+            (0..[0, 1, 1, 1, 1, 1, 2][p(20)]).map(|j| format!("{}.5", p(21 + j) * 7 + p(5 + j)));
+        put("d", &ds.collect::<Vec<_>>());
+        Record(r)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// The columns of a chunk an apply copied, made from the columns of the chunk it
+        /// copied and the documents it changed, are the columns built whole: every
+        /// column, the key and segment columns the old chunk had built, the numeric
+        /// bounds and the side lists.
+        #[test]
+        fn patched_columns_are_the_columns_built_whole(
+            before in proptest::collection::vec(proptest::collection::vec(0u8..7, 23), 1..60),
+            changes in proptest::collection::vec(
+                (0usize..80, 0u8..3, proptest::collection::vec(0u8..7, 23), 0usize..23, 0u8..7),
+                0..40),
+        ) {
+            let dims = Arc::new(Dimensions::parse(COLUMN_DIMS).unwrap());
+            let id = |i: usize| format!("i{i:03}");
+            let mut w = IndexWriter::new();
+            let mut b = w.begin(&Snapshot::empty(dims.clone()));
+            for (i, pick) in before.iter().enumerate() {
+                b.upsert(&id(i), &column_record(pick));
+            }
+            let s1 = b.commit();
+            // every column the first chunk has: its columns, keys, segments
+            for di in 0..dims.dims.len() {
+                s1.key_col(0, di);
+                s1.segment_col(0, di);
+            }
+            let mut b = w.begin(&s1);
+            for (i, how, pick, at, to) in &changes {
+                match how {
+                    0 => b.delete(&id(*i)),
+                    1 => b.upsert(&id(*i), &column_record(pick)),
+                    // (one value changed, as an update changes a price: most columns kept)
+                    _ => {
+                        let mut pick = before[i % before.len()].clone();
+                        pick[*at] = *to;
+                        b.upsert(&id(i % before.len()), &column_record(&pick))
+                    }
+                }
+            }
+            let s2 = b.commit();
+            let jobs = s2.columns_to_rebuild(&s1);
+            for job in &jobs {
+                s2.build_columns(job);
+            }
+            let whole = ChunkCols::build(&dims, &s2.chunks[0].docs);
+            for di in 0..dims.dims.len() {
+                if let Some(numbers) = s2.key_numbers(di) {
+                    let _ = whole.keys[di].set(Arc::new(KeyCol::build(&s2.chunks[0].docs, di, numbers)));
+                }
+                if let (discern_dimensions::DimensionKind::Numeric(spec), Some(col)) =
+                    (&dims.dims[di].kind, whole.col(di))
+                {
+                    let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+                    let _ = whole.segments[di].set(SegmentCol::build(col, &table).map(Arc::new));
+                }
+            }
+            match s2.chunks[0].cols.get() {
+                Some(patched) => proptest::prop_assert_eq!(format!("{patched:?}"), format!("{whole:?}")),
+                // (nothing changed: the chunk was not copied)
+                None => proptest::prop_assert!(jobs.is_empty() && Arc::ptr_eq(&s1.chunks[0], &s2.chunks[0])),
+            }
+        }
     }
 
     /// The text fields whose length classes the replaced snapshot had united, and an

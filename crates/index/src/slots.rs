@@ -51,6 +51,30 @@ impl Slots {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Option<Arc<Doc>>> + '_ {
         self.blocks.iter().flat_map(|b| b.iter())
     }
+
+    /// The slots (ascending) holding another document than in `old`, or one where it
+    /// held none or none where it held one. (Documents are never changed in place: a
+    /// changed document is another `Arc`. While `old` holds its documents, none of
+    /// their addresses can be taken by a new one.)
+    pub(crate) fn changed_since(&self, old: &Slots) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (b, (now, was)) in self.blocks.iter().zip(&old.blocks).enumerate() {
+            if Arc::ptr_eq(now, was) {
+                continue; // (a block the copy shares)
+            }
+            for (j, (a, z)) in now.iter().zip(was.iter()).enumerate() {
+                let same = match (a, z) {
+                    (Some(a), Some(z)) => Arc::ptr_eq(a, z),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    out.push(b * BLOCK + j);
+                }
+            }
+        }
+        out
+    }
 }
 
 impl std::ops::Index<usize> for Slots {
