@@ -551,16 +551,14 @@ impl Engine {
                         if let Some(now) = current.upgrade() {
                             now.build_length_unions(&unions);
                         }
-                        process::in_background(move || spare.catch_up());
-                        if big {
-                            process::release_free_memory();
-                        }
                         // The chunks this apply copied lost their columns: made again
-                        // here from the copied chunks' columns (~15 µs a chunk: ~8 ms
-                        // for a 1,000-item delta at 1M items), rather than built whole
+                        // here from the copied chunks' columns (30–50 ms of one core for
+                        // a 1,000-item delta at 1M items, ~270 ms built whole), rather
+                        // than built whole
                         // by the next requests on their way (a rank request after a
-                        // delta rebuilt ~600 chunks, ~100 ms). Stops once a newer
-                        // snapshot replaced this one.
+                        // delta rebuilt ~600 chunks, ~100 ms). Before the spare's
+                        // catch-up (30–40 ms), which only the next apply needs. Stops
+                        // once a newer snapshot replaced this one.
                         let started = std::time::Instant::now();
                         let mut built = 0;
                         let of = rebuild.len();
@@ -579,6 +577,10 @@ impl Engine {
                             us = started.elapsed().as_micros() as u64,
                             "columns rebuilt"
                         );
+                        process::in_background(move || spare.catch_up());
+                        if big {
+                            process::release_free_memory();
+                        }
                     });
                 if merge {
                     self.merge_terms_in_background();
