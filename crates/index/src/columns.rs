@@ -1,6 +1,7 @@
 //! Typed columns per chunk: the numeric, geoloc and element values of a chunk's 1,024
 //! documents as flat arrays (and for other dimensions which documents have a value),
-//! built on first use and dropped with the chunk when an apply copies it. A
+//! built on first use; when an apply copies a chunk, the copy's are made from the
+//! copied chunk's (`ChunkCols::patched`: unchanged columns shared). A
 //! whole-collection scan reads these instead of following every document's pointers;
 //! documents with several numbers or points in a dimension are marked and read from
 //! their row (several elements are kept in a side list). The rules themselves stay in
