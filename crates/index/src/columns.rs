@@ -209,8 +209,16 @@ impl Col {
     /// column is an empty one with every document changed; the columns of a chunk an
     /// apply copied are its old columns with the documents it replaced changed.
     fn update(&mut self, kind: &DimensionKind, di: usize, docs: &Slots, changed: &[usize]) {
-        fn value(docs: &Slots, i: usize, di: usize) -> Option<&IndexedValue> {
-            docs[i].as_ref()?.values.get(di)?.as_ref()
+        fn for_each_number(value: Option<&IndexedValue>, mut f: impl FnMut(f64)) {
+            match value {
+                Some(IndexedValue::Ints(xs)) => xs.iter().for_each(|&x| f(x as f64)),
+                Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|&x| f(x)),
+                _ => {}
+            }
+        }
+        fn widen(lo: &mut f64, hi: &mut f64, x: f64) {
+            *lo = lo.min(x);
+            *hi = hi.max(x);
         }
         fn mark(bits: &mut [u64], i: usize, on: bool) {
             let m = 1u64 << (i % 64);
@@ -224,49 +232,29 @@ impl Col {
             Col::Num { v, multi, lo, hi } => {
                 // the bounds found anew only when a replaced value may have been one
                 let (mut anew, was_lo, was_hi) = (false, *lo, *hi);
-                let mut visit = |x: f64| {
-                    *lo = lo.min(x);
-                    *hi = hi.max(x);
-                };
                 for &i in changed {
                     anew |= bit(multi, i) || v[i] == was_lo || v[i] == was_hi;
-                    let (mut seen, mut x) = (0, f64::NAN);
-                    let present = match value(docs, i, di) {
-                        Some(IndexedValue::Ints(xs)) => {
-                            xs.iter().for_each(|&x| visit(x as f64));
-                            (seen, x) = (xs.len(), xs.first().map_or(f64::NAN, |&x| x as f64));
-                            true
+                    let row = docs.value(i, di);
+                    let (mut seen, mut first) = (0, f64::NAN);
+                    for_each_number(row, |x| {
+                        widen(lo, hi, x);
+                        if seen == 0 {
+                            first = x;
                         }
-                        Some(IndexedValue::Doubles(xs)) => {
-                            xs.iter().for_each(|&x| visit(x));
-                            (seen, x) = (xs.len(), xs.first().copied().unwrap_or(f64::NAN));
-                            true
-                        }
-                        Some(_) => true,
-                        None => false,
-                    };
+                        seen += 1;
+                    });
                     // anything but exactly one number is read from the row
-                    let from_row = present && (seen != 1 || x.is_nan());
-                    v[i] = if from_row { f64::NAN } else { x };
+                    let from_row = row.is_some() && (seen != 1 || first.is_nan());
+                    v[i] = if from_row { f64::NAN } else { first };
                     mark(multi, i, from_row);
                 }
                 if anew {
                     (*lo, *hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                    let mut visit = |x: f64| {
-                        *lo = lo.min(x);
-                        *hi = hi.max(x);
-                    };
                     for (i, &x) in v.iter().enumerate() {
-                        if !bit(multi, i) {
-                            visit(x); // (NaN, no value: `min` and `max` pass it over)
-                            continue;
-                        }
-                        match value(docs, i, di) {
-                            Some(IndexedValue::Ints(xs)) => {
-                                xs.iter().for_each(|&x| visit(x as f64))
-                            }
-                            Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|&x| visit(x)),
-                            _ => {}
+                        if bit(multi, i) {
+                            for_each_number(docs.value(i, di), |x| widen(lo, hi, x));
+                        } else {
+                            widen(lo, hi, x); // (NaN, no value: `min` and `max` pass it over)
                         }
                     }
                 }
@@ -278,7 +266,7 @@ impl Col {
                 for &i in changed {
                     (lat[i], pts[i]) = (f64::NAN, GeoPoint::new(0.0, 0.0));
                     mark(multi, i, false);
-                    match value(docs, i, di) {
+                    match docs.value(i, di) {
                         Some(IndexedValue::Points(ps)) if ps.len() == 1 && !ps[0].0.is_nan() => {
                             lat[i] = ps[0].0;
                             pts[i] = GeoPoint::new(ps[0].0, ps[0].1);
@@ -317,7 +305,7 @@ impl Col {
                     if tree.is_some() {
                         deepest[i] = NO_ELEMENT;
                     }
-                    match value(docs, i, di) {
+                    match docs.value(i, di) {
                         Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
                         Some(IndexedValue::Elements(es)) => {
                             mark(multi, i, true);
@@ -338,13 +326,13 @@ impl Col {
             }
             Col::Present { bits } => {
                 for &i in changed {
-                    mark(bits, i, value(docs, i, di).is_some());
+                    mark(bits, i, docs.value(i, di).is_some());
                 }
             }
             Col::Text { bits, lens, fields } => {
                 let fields = *fields;
                 for &i in changed {
-                    let v = value(docs, i, di);
+                    let v = docs.value(i, di);
                     mark(bits, i, v.is_some());
                     let toks = match v {
                         Some(IndexedValue::Text(toks)) => Some(toks),
@@ -400,9 +388,6 @@ impl ChunkCols {
         changed: &[usize],
         numbers: &[Option<Arc<KeyNumbers>>],
     ) -> ChunkCols {
-        fn value(slots: &Slots, i: usize, di: usize) -> Option<&IndexedValue> {
-            slots[i].as_ref()?.values.get(di)?.as_ref()
-        }
         let keys: Box<[OnceLock<Arc<KeyCol>>]> =
             dims.dims.iter().map(|_| OnceLock::new()).collect();
         let segments: Box<[OnceLock<Option<Arc<SegmentCol>>>]> =
@@ -418,7 +403,7 @@ impl ChunkCols {
             moved.extend(
                 changed
                     .iter()
-                    .filter(|&&i| value(was, i, di) != value(docs, i, di)),
+                    .filter(|&&i| was.value(i, di) != docs.value(i, di)),
             );
             let (was_keys, was_segments) = (self.keys[di].get(), self.segments[di].get());
             if moved.is_empty() {
@@ -438,7 +423,7 @@ impl ChunkCols {
             }
             if let (Some(s), DimensionKind::Numeric(spec)) = (was_segments, &dim.kind) {
                 let patched = s.as_ref().map(|s| {
-                    let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+                    let table = RangeTable::of(spec);
                     Arc::new(s.patched(&col, &table, &moved))
                 });
                 let _ = segments[di].set(patched);

@@ -120,7 +120,7 @@ impl KeyCol {
     ) -> KeyCol {
         let values: Vec<Option<&StrList>> = changed
             .iter()
-            .map(|&i| match docs[i].as_ref()?.values.get(di)?.as_ref()? {
+            .map(|&i| match docs.value(i, di)? {
                 IndexedValue::Strings(s) if !s.is_empty() => Some(s),
                 _ => None,
             })

@@ -329,7 +329,7 @@ impl Snapshot {
         cols.segments
             .get(di)?
             .get_or_init(|| {
-                let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+                let table = RangeTable::of(spec);
                 SegmentCol::build(col, &table).map(Arc::new)
             })
             .as_deref()
@@ -1024,7 +1024,7 @@ mod tests {
                 if let (discern_dimensions::DimensionKind::Numeric(spec), Some(col)) =
                     (&dims.dims[di].kind, whole.col(di))
                 {
-                    let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+                    let table = RangeTable::of(spec);
                     let _ = whole.segments[di].set(SegmentCol::build(col, &table).map(Arc::new));
                 }
             }

@@ -15,6 +15,11 @@ pub(crate) struct RangeTable {
 }
 
 impl RangeTable {
+    /// The table of a numeric dimension's facet ranges (its `<element>`s).
+    pub(crate) fn of(spec: &discern_dimensions::NumericSpec) -> RangeTable {
+        RangeTable::new(spec.ranges.iter().map(|r| &r.interval))
+    }
+
     pub(crate) fn new<'a>(ranges: impl Iterator<Item = &'a Interval> + Clone) -> RangeTable {
         let mut bounds: Vec<f64> = ranges
             .clone()

@@ -52,6 +52,12 @@ impl Slots {
         self.blocks.iter().flat_map(|b| b.iter())
     }
 
+    /// Slot `i`'s document's indexed value in dimension `di` (`None`: no document, or no
+    /// value).
+    pub(crate) fn value(&self, i: usize, di: usize) -> Option<&discern_dimensions::IndexedValue> {
+        self[i].as_ref()?.values.get(di)?.as_ref()
+    }
+
     /// The slots (ascending) holding another document than in `old`, or one where it
     /// held none or none where it held one. (Documents are never changed in place: a
     /// changed document is another `Arc`. While `old` holds its documents, none of

@@ -356,7 +356,7 @@ fn numeric_counts(
     counted: &Counted,
     bounds: bool,
 ) -> (Counts, Option<(f64, f64)>) {
-    let table = RangeTable::new(spec.ranges.iter().map(|r| &r.interval));
+    let table = RangeTable::of(spec);
     let ranges = spec.ranges.len();
     // (per segment, per range for documents with several values, lo, hi)
     type Part = (Vec<usize>, Vec<usize>, f64, f64);
