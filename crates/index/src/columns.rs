@@ -158,6 +158,15 @@ pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
 }
 
+/// Calls `f` on every number of a numeric value (integers as doubles).
+pub(crate) fn for_each_number(value: Option<&IndexedValue>, mut f: impl FnMut(f64)) {
+    match value {
+        Some(IndexedValue::Ints(xs)) => xs.iter().for_each(|&x| f(x as f64)),
+        Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|&x| f(x)),
+        _ => {}
+    }
+}
+
 impl Col {
     /// How many documents the column has an entry for.
     fn len(&self) -> usize {
@@ -209,13 +218,6 @@ impl Col {
     /// column is an empty one with every document changed; the columns of a chunk an
     /// apply copied are its old columns with the documents it replaced changed.
     fn update(&mut self, kind: &DimensionKind, di: usize, docs: &Slots, changed: &[usize]) {
-        fn for_each_number(value: Option<&IndexedValue>, mut f: impl FnMut(f64)) {
-            match value {
-                Some(IndexedValue::Ints(xs)) => xs.iter().for_each(|&x| f(x as f64)),
-                Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|&x| f(x)),
-                _ => {}
-            }
-        }
         fn widen(lo: &mut f64, hi: &mut f64, x: f64) {
             *lo = lo.min(x);
             *hi = hi.max(x);
