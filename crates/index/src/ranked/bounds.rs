@@ -241,42 +241,51 @@ impl<'s> Bounds<'s> {
     /// Documents of `within` outside `few` that may score at least `theta`, `None` when
     /// more than `budget`. A document's score is at most the sum of the bounds of the
     /// parts it is in: per set of parts it may hold (`by_parts`), or with many parts,
-    /// per set of terms (`by_terms`).
+    /// per set of terms (`by_terms`). `held` keeps each set's holders among `within`
+    /// for the next round (the same `within`).
     pub(super) fn candidates(
         &self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
+        held: &mut Held,
     ) -> Option<RoaringBitmap> {
         if self.max <= 0.0 || theta > self.max {
             return Some(RoaringBitmap::new());
         }
         if self.parts.len() <= MAX_PART_SETS {
-            self.by_parts(theta, within, budget)
+            self.by_parts(theta, within, budget, held)
         } else {
-            self.by_terms(theta, within, budget)
+            self.by_terms(theta, within, budget, held)
         }
     }
 
     /// Per set of terms a document may hold: the documents of `within` holding them all
     /// that reach `theta` in those terms' parts (all parts at once with many terms).
-    fn by_terms(&self, theta: f64, within: &RoaringBitmap, budget: u64) -> Option<RoaringBitmap> {
+    fn by_terms(
+        &self,
+        theta: f64,
+        within: &RoaringBitmap,
+        budget: u64,
+        held: &mut Held,
+    ) -> Option<RoaringBitmap> {
         let nt = self.terms.len();
         if nt > MAX_TERM_SETS {
             let all: Vec<usize> = (0..self.parts.len()).collect();
-            return self.reaching_together(&all, theta, within.clone(), budget);
+            return self.reaching_together(&all, theta, within, budget);
         }
+        let terms = |set: u32| (0..nt).filter(move |t| set >> t & 1 == 1);
         let sets = (1u32..1 << nt).filter_map(|set| {
-            let terms = || (0..nt).filter(move |t| set >> t & 1 == 1);
-            if terms().any(|t| self.terms[t].0.is_empty()) {
+            if terms(set).any(|t| self.terms[t].0.is_empty()) {
                 return None;
             }
             let parts = (0..self.parts.len())
                 .filter(|&j| set >> self.parts[j].term & 1 == 1)
                 .collect();
-            Some((parts, terms().map(|t| &self.terms[t].0).collect()))
+            Some((set, parts))
         });
-        self.per_set(theta, within, budget, sets)
+        let holding = |set: u32| terms(set).map(|t| &self.terms[t].0).collect();
+        self.per_set(theta, within, budget, sets, holding, held)
     }
 
     /// Per set of parts a document may hold (a word in the title only, in the
@@ -284,33 +293,39 @@ impl<'s> Bounds<'s> {
     /// bounds in them may add up to `theta`, banded. A document is let in under the set
     /// of parts it holds, whose bounds are its score's bound — not those of parts of its
     /// terms it does not hold, as `by_terms` counts them.
-    fn by_parts(&self, theta: f64, within: &RoaringBitmap, budget: u64) -> Option<RoaringBitmap> {
-        let np = self.parts.len();
-        let sets = (1u32..1 << np).map(|set| {
-            let parts: Vec<usize> = (0..np).filter(|j| set >> j & 1 == 1).collect();
-            let holding = parts.iter().map(|&j| self.parts[j].levels[0]).collect();
-            (parts, holding)
-        });
-        self.per_set(theta, within, budget, sets)
-    }
-
-    /// The union over `sets` — each a set of parts and the sets of documents a document
-    /// must be in to hold them — of the documents of `within` in all of a set's sets
-    /// that may reach `theta` in its parts. `None` when more than `budget`.
-    fn per_set<'a>(
+    fn by_parts(
         &self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
-        sets: impl Iterator<Item = (Vec<usize>, Vec<&'a RoaringBitmap>)>,
+        held: &mut Held,
+    ) -> Option<RoaringBitmap> {
+        let np = self.parts.len();
+        let parts = |set: u32| (0..np).filter(move |j| set >> j & 1 == 1);
+        let sets = (1u32..1 << np).map(|set| (set, parts(set).collect()));
+        let holding = |set: u32| parts(set).map(|j| self.parts[j].levels[0]).collect();
+        self.per_set(theta, within, budget, sets, holding, held)
+    }
+
+    /// The union over `sets` — each a set (numbered) of parts — of the documents of
+    /// `within` in all of the set's `holding` sets that may reach `theta` in its parts.
+    /// `None` when more than `budget`.
+    fn per_set<'a>(
+        &'a self,
+        theta: f64,
+        within: &RoaringBitmap,
+        budget: u64,
+        sets: impl Iterator<Item = (u32, Vec<usize>)>,
+        holding: impl Fn(u32) -> Vec<&'a RoaringBitmap>,
+        held: &mut Held,
     ) -> Option<RoaringBitmap> {
         let mut out = RoaringBitmap::new();
-        for (parts, holding) in sets {
+        for (set, parts) in sets {
             let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
             if max < theta {
                 continue;
             }
-            let docs = holding_all(within, holding);
+            let docs = held.of(set, || holding_all(within, holding(set)));
             // (overlapping sets may still fit together: checked once united)
             out |= self.reaching_together(&parts, theta, docs, budget)?;
             if out.len() > budget {
@@ -326,7 +341,7 @@ impl<'s> Bounds<'s> {
         &self,
         parts: &[usize],
         theta: f64,
-        docs: RoaringBitmap,
+        docs: &RoaringBitmap,
         budget: u64,
     ) -> Option<RoaringBitmap> {
         if parts.len() >= 2 && parts.len() <= MAX_BANDED_PARTS && !docs.is_empty() {
@@ -344,7 +359,7 @@ impl<'s> Bounds<'s> {
         &self,
         parts: &[usize],
         theta: f64,
-        docs: RoaringBitmap,
+        docs: &RoaringBitmap,
         budget: u64,
     ) -> Option<RoaringBitmap> {
         let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
@@ -356,7 +371,7 @@ impl<'s> Bounds<'s> {
         if needs.is_empty() {
             let mut some = RoaringBitmap::new();
             for &j in parts.iter().filter(|&&j| self.parts[j].max > 0.0) {
-                some |= self.reaching(j, theta * self.parts[j].max / max, &docs);
+                some |= self.reaching(j, theta * self.parts[j].max / max, docs);
                 if some.len() > budget {
                     return None;
                 }
@@ -365,13 +380,15 @@ impl<'s> Bounds<'s> {
         }
         // the parts with the fewest documents first, each within what is left
         needs.sort_by_key(|&(j, _)| self.parts[j].levels[0].len());
-        let mut out = docs;
+        let mut out: Option<RoaringBitmap> = None;
         for (j, need) in needs {
-            if out.is_empty() {
+            let left = out.as_ref().unwrap_or(docs);
+            if left.is_empty() {
                 break;
             }
-            out = self.reaching(j, need, &out);
+            out = Some(self.reaching(j, need, left));
         }
+        let out = out.unwrap_or_default();
         (out.len() <= budget).then_some(out)
     }
 
@@ -384,7 +401,7 @@ impl<'s> Bounds<'s> {
         &self,
         parts: &[usize],
         theta: f64,
-        docs: RoaringBitmap,
+        docs: &RoaringBitmap,
         budget: u64,
     ) -> Option<RoaringBitmap> {
         // (within those the independent test lets in: fewer documents for every band)
@@ -427,7 +444,7 @@ impl<'s> Bounds<'s> {
             } else if rest.len() == 1 {
                 self.reaching(rest[0], need, &in_a)
             } else {
-                self.reaching_independently(&rest, need, in_a, budget)?
+                self.reaching_independently(&rest, need, &in_a, budget)?
             };
             out |= reached;
             if out.len() > budget {
@@ -464,9 +481,10 @@ impl<'s> Bounds<'s> {
         if let Some(kth) = scorer.kth_in(within, k) {
             theta = theta.min(kth * BELOW);
         }
+        let mut held = Held::default();
         for _ in 0..64 {
             let budget = scorer.limit.saturating_sub(scorer.done.len());
-            let c = self.candidates(theta, within, budget)?;
+            let c = self.candidates(theta, within, budget, &mut held)?;
             scorer.score(&c)?;
             match scorer.kth_in(within, k) {
                 Some(kth) if kth >= theta => return Some(theta),
@@ -478,6 +496,22 @@ impl<'s> Bounds<'s> {
             }
         }
         None
+    }
+}
+
+/// Per set of parts or terms (numbered as `by_parts` and `by_terms` number them), its
+/// holders among one `within`, found in a search's first round that needs them and
+/// kept for its next rounds: they do not depend on the threshold.
+#[derive(Default)]
+pub(super) struct Held(Vec<Option<RoaringBitmap>>);
+
+impl Held {
+    fn of(&mut self, set: u32, find: impl FnOnce() -> RoaringBitmap) -> &RoaringBitmap {
+        let i = set as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i].get_or_insert_with(find)
     }
 }
 
