@@ -377,7 +377,15 @@ impl TextMatcher {
                 } else {
                     sources.extend(post.get(&key).map(|b| (slot, b)));
                 }
-                let in_field = sources[base..].iter().map(|(_, b)| *b).union();
+                // (one set, the common case: read where it is, not copied)
+                let united;
+                let in_field = match &sources[base..] {
+                    [(_, one)] => *one,
+                    more => {
+                        united = more.iter().map(|(_, b)| *b).union();
+                        &united
+                    }
+                };
                 for level in 2..=MAX_LEVEL {
                     let before = sources.len();
                     let key = text_level_key(fq.index, level, term);

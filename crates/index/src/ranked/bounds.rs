@@ -79,9 +79,9 @@ pub(super) struct Bounds<'s> {
     pub(super) few: RoaringBitmap,
     /// How many documents hold a query term (`within` sets as large hold them all).
     pub(super) holders: u64,
-    /// Per query term: the documents holding it in a bounded part, and the sum of those
-    /// parts' largest bounds.
-    pub(super) terms: Vec<(RoaringBitmap, f64)>,
+    /// Per query term: the documents holding it in a bounded part — only with more
+    /// parts than are bounded per set of parts (`by_terms` alone reads them).
+    pub(super) terms: Vec<RoaringBitmap>,
     pub(super) fields: Vec<FieldLengths>,
 }
 
@@ -164,12 +164,14 @@ impl<'s> Bounds<'s> {
             b.parts[j].max = b.bound(p, p.levels.len(), shortest);
         }
         b.max = b.parts.iter().map(|p| p.max).sum();
-        b.terms = (0..nt)
-            .map(|ti| {
-                let of = || b.parts.iter().filter(move |p| p.term == ti);
-                (of().map(|p| p.levels[0]).union(), of().map(|p| p.max).sum())
-            })
-            .collect();
+        if b.parts.len() > MAX_PART_SETS {
+            b.terms = (0..nt)
+                .map(|ti| {
+                    let of = b.parts.iter().filter(move |p| p.term == ti);
+                    of.map(|p| p.levels[0]).union()
+                })
+                .collect();
+        }
         Some(b)
     }
 
@@ -276,7 +278,7 @@ impl<'s> Bounds<'s> {
         }
         let terms = |set: u32| (0..nt).filter(move |t| set >> t & 1 == 1);
         let sets = (1u32..1 << nt).filter_map(|set| {
-            if terms(set).any(|t| self.terms[t].0.is_empty()) {
+            if terms(set).any(|t| self.terms[t].is_empty()) {
                 return None;
             }
             let parts = (0..self.parts.len())
@@ -284,7 +286,7 @@ impl<'s> Bounds<'s> {
                 .collect();
             Some((set, parts))
         });
-        let holding = |set: u32| terms(set).map(|t| &self.terms[t].0).collect();
+        let holding = |set: u32| terms(set).map(|t| &self.terms[t]).collect();
         self.per_set(theta, within, budget, sets, holding, held)
     }
 
