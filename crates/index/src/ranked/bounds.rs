@@ -5,6 +5,8 @@
 //! is at most the sum of its parts' bounds. `Bounds::search` scores only documents whose
 //! bounds can reach the k-th best score (`ranked.rs`).
 
+use std::borrow::Cow;
+
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::Scorer;
@@ -245,12 +247,12 @@ impl<'s> Bounds<'s> {
     /// parts it is in: per set of parts it may hold (`by_parts`), or with many parts,
     /// per set of terms (`by_terms`). `held` keeps each set's holders among `within`
     /// for the next round (the same `within`).
-    pub(super) fn candidates(
-        &self,
+    pub(super) fn candidates<'a>(
+        &'a self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
-        held: &mut Held,
+        held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
         if self.max <= 0.0 || theta > self.max {
             return Some(RoaringBitmap::new());
@@ -264,12 +266,12 @@ impl<'s> Bounds<'s> {
 
     /// Per set of terms a document may hold: the documents of `within` holding them all
     /// that reach `theta` in those terms' parts (all parts at once with many terms).
-    fn by_terms(
-        &self,
+    fn by_terms<'a>(
+        &'a self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
-        held: &mut Held,
+        held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
         let nt = self.terms.len();
         if nt > MAX_TERM_SETS {
@@ -295,12 +297,12 @@ impl<'s> Bounds<'s> {
     /// bounds in them may add up to `theta`, banded. A document is let in under the set
     /// of parts it holds, whose bounds are its score's bound — not those of parts of its
     /// terms it does not hold, as `by_terms` counts them.
-    fn by_parts(
-        &self,
+    fn by_parts<'a>(
+        &'a self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
-        held: &mut Held,
+        held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
         let np = self.parts.len();
         let parts = |set: u32| (0..np).filter(move |j| set >> j & 1 == 1);
@@ -319,7 +321,7 @@ impl<'s> Bounds<'s> {
         budget: u64,
         sets: impl Iterator<Item = (u32, Vec<usize>)>,
         holding: impl Fn(u32) -> Vec<&'a RoaringBitmap>,
-        held: &mut Held,
+        held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
         let mut out = RoaringBitmap::new();
         for (set, parts) in sets {
@@ -327,7 +329,9 @@ impl<'s> Bounds<'s> {
             if max < theta {
                 continue;
             }
-            let docs = held.of(set, || holding_all(within, holding(set)));
+            // (every holder: within a set's holders needs no intersection with it)
+            let all = within.len() == self.holders;
+            let docs = held.of(set, || holding_all(within, all, holding(set)));
             // (overlapping sets may still fit together: checked once united)
             out |= self.reaching_together(&parts, theta, docs, budget)?;
             if out.len() > budget {
@@ -505,10 +509,10 @@ impl<'s> Bounds<'s> {
 /// holders among one `within`, found in a search's first round that needs them and
 /// kept for its next rounds: they do not depend on the threshold.
 #[derive(Default)]
-pub(super) struct Held(Vec<Option<RoaringBitmap>>);
+pub(super) struct Held<'a>(Vec<Option<Cow<'a, RoaringBitmap>>>);
 
-impl Held {
-    fn of(&mut self, set: u32, find: impl FnOnce() -> RoaringBitmap) -> &RoaringBitmap {
+impl<'a> Held<'a> {
+    fn of(&mut self, set: u32, find: impl FnOnce() -> Cow<'a, RoaringBitmap>) -> &RoaringBitmap {
         let i = set as usize;
         if self.0.len() <= i {
             self.0.resize(i + 1, None);
@@ -517,12 +521,23 @@ impl Held {
     }
 }
 
-/// The members of `within` in every one of `sets` (at least one), smallest first.
-fn holding_all(within: &RoaringBitmap, mut sets: Vec<&RoaringBitmap>) -> RoaringBitmap {
+/// The members of `within` in every one of `sets` (at least one), smallest first; with
+/// `all` (`within` holds every set's members) the sets' intersection, a single set as
+/// it stands.
+fn holding_all<'a>(
+    within: &RoaringBitmap,
+    all: bool,
+    mut sets: Vec<&'a RoaringBitmap>,
+) -> Cow<'a, RoaringBitmap> {
     sets.sort_by_key(|b| b.len());
-    let mut docs = and_small(within, sets[0]);
-    for h in &sets[1..] {
+    let (mut docs, rest) = match (all, &sets[..]) {
+        (true, [one]) => return Cow::Borrowed(*one),
+        (true, [a, b, rest @ ..]) => (and_small(a, b), rest),
+        (_, [a, rest @ ..]) => (and_small(within, a), rest),
+        (_, []) => return Cow::Owned(within.clone()),
+    };
+    for h in rest {
         docs &= *h;
     }
-    docs
+    Cow::Owned(docs)
 }
