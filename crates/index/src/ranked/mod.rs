@@ -9,6 +9,8 @@
 //! are set sizes. The evaluation property tests (`candidates.rs`, and here) hold the
 //! results equal, to the bit, to an item-by-item scan.
 
+use std::borrow::Cow;
+
 use roaring::{MultiOps, RoaringBitmap};
 
 mod bounds;
@@ -167,11 +169,16 @@ fn find(
     // (unless all terms are required every holder of a term is text-exact, and
     // `passing` is within the holders already)
     let text_exact = if t.require_all {
-        &passing & g.term_docs.iter().intersection()
+        Cow::Owned(&passing & g.term_docs.iter().intersection())
     } else {
-        passing.clone()
+        Cow::Borrowed(&passing)
     };
-    let exact = exact_intersection(snap, &plan.others, ctx, Some(&text_exact))?;
+    // (a copy of a set of a few 100,000 documents saved when no other criterion counts)
+    let exact = if plan.others.is_empty() {
+        text_exact.into_owned()
+    } else {
+        exact_intersection(snap, &plan.others, ctx, Some(&text_exact))?
+    };
     if (exact.len() as usize) < k {
         return None; // the page holds non-exact results
     }
