@@ -617,8 +617,13 @@ impl Engine {
                         // once applies pause (applies back to back would share the
                         // cores with it: the first ten deltas after a bulk load took
                         // ~50 ms more each)
-                        std::thread::sleep(COLUMNS_AFTER_IDLE);
-                        build_missing_columns(&current);
+                        if current
+                            .upgrade()
+                            .is_some_and(|now| now.chunks_without_columns() > 0)
+                        {
+                            std::thread::sleep(COLUMNS_AFTER_IDLE);
+                            build_missing_columns(&current);
+                        }
                         if big {
                             process::release_free_memory();
                         }
@@ -868,7 +873,6 @@ mod tests {
         }
     }
 
-    /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
     /// Every chunk's columns are built in the background after an apply and after the
     /// index is loaded or built at start-up, so that the first requests scanning the
     /// chunks do not build them on their way.
@@ -904,6 +908,7 @@ mod tests {
         all_built("after start-up");
     }
 
+    /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
     #[test]
     fn start_up_loads_the_zip_table_for_geoloc_dimensions() {
         let d = tempfile::tempdir().unwrap();

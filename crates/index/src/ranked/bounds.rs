@@ -323,14 +323,14 @@ impl<'s> Bounds<'s> {
         holding: impl Fn(u32) -> Vec<&'a RoaringBitmap>,
         held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
+        // (every holder: within a set's holders needs no intersection with it)
+        let all = within.len() == self.holders;
         let mut out = RoaringBitmap::new();
         for (set, parts) in sets {
             let max: f64 = parts.iter().map(|&j| self.parts[j].max).sum();
             if max < theta {
                 continue;
             }
-            // (every holder: within a set's holders needs no intersection with it)
-            let all = within.len() == self.holders;
             let docs = held.of(set, || holding_all(within, all, holding(set)));
             // (overlapping sets may still fit together: checked once united)
             out |= self.reaching_together(&parts, theta, docs, budget)?;
