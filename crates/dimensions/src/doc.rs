@@ -104,6 +104,12 @@ pub struct NumericSpec {
 }
 
 impl NumericSpec {
+    /// Whether values are whole numbers: integer, long and time values are (indexed as
+    /// integers, compared as doubles); only a double dimension's are not.
+    pub fn whole_numbers(&self) -> bool {
+        !matches!(self.kind, NumericKind::Double)
+    }
+
     /// Parses a bound or criterion value in the dimension's unit.
     pub fn parse_value(&self, s: &str) -> Option<f64> {
         let s = s.trim();

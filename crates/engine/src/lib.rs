@@ -852,6 +852,25 @@ mod tests {
             .unwrap();
     }
 
+    /// A `set-item` of `id` with one property `name` holding `value` (a typed XML value,
+    /// `<string>…</string>`).
+    fn set_item(id: &str, name: &str, value: &str) -> String {
+        format!(
+            "<set-item id='{id}'><properties><struct><entry name='{name}'>{value}</entry>\
+             </struct></properties></set-item>"
+        )
+    }
+
+    /// Waits (at most 30 s) until `done`, which background work makes true; `what`
+    /// names it in the failure.
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !done() {
+            assert!(std::time::Instant::now() < until, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// An apply is durable through the commit journal at first; once applies pause,
     /// the store-sync thread commits the item store durably and empties the journal.
     #[test]
@@ -886,20 +905,13 @@ mod tests {
         e.populate(&mut g).unwrap();
         drop(g);
         let items: String = (0..2500)
-            .map(|i| {
-                format!("<set-item id='i{i}'><properties><struct><entry name='n'><int>{i}</int></entry></struct></properties></set-item>")
-            })
+            .map(|i| set_item(&format!("i{i}"), "n", &format!("<int>{i}</int>")))
             .collect();
         apply(&e, &format!("<changeset>{items}</changeset>"));
         let all_built = |what: &str| {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while e.snapshot().chunks_without_columns() > 0 {
-                assert!(
-                    std::time::Instant::now() < until,
-                    "{what}: columns not built"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            wait_until(&format!("{what}: columns not built"), || {
+                e.snapshot().chunks_without_columns() == 0
+            })
         };
         assert_eq!(e.snapshot().chunk_count(), 3);
         all_built("after the apply");
@@ -919,14 +931,10 @@ mod tests {
         // (no test in this binary extracts a ZIP code: nothing else loads the table)
         assert!(!discern_dimensions::zip::loaded());
         e.populate(&mut g).unwrap();
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !discern_dimensions::zip::loaded() {
-            assert!(
-                std::time::Instant::now() < until,
-                "the ZIP table was not loaded"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_until(
+            "the ZIP table was not loaded",
+            discern_dimensions::zip::loaded,
+        );
     }
 
     /// A query's `properties` show each record's properties in stored order (all, or
@@ -986,22 +994,21 @@ mod tests {
         let items: String = (0..1500)
             .map(|i| {
                 let words = ["red", "red red", "red blue green", "blue"][i % 4];
-                format!("<set-item id='i{i}'><properties><struct><entry name='x'><string>{words}</string></entry></struct></properties></set-item>")
+                set_item(&format!("i{i}"), "x", &format!("<string>{words}</string>"))
             })
             .collect();
         apply(&e, &format!("<changeset>{items}</changeset>"));
         let body = serde_json::json!({"criteria": [{"dimension": "x", "value": "red", "cull": true}], "pageSize": 5});
         query_response(&e, &body).unwrap();
         let before = e.snapshot();
-        apply(&e, "<changeset><set-item id='i1'><properties><struct><entry name='x'><string>red red red</string></entry></struct></properties></set-item></changeset>");
+        let item = set_item("i1", "x", "<string>red red red</string>");
+        apply(&e, &format!("<changeset>{item}</changeset>"));
         // (without the background step this waits out its 30 s: the request above
         // united the field's classes, and the apply emptied them)
         let now = e.snapshot();
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !now.length_unions_to_rebuild(&before).is_empty() {
-            assert!(std::time::Instant::now() < until, "not united again");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_until("not united again", || {
+            now.length_unions_to_rebuild(&before).is_empty()
+        });
     }
 
     /// A view keeps the items of its snapshot, whatever commits after it.
@@ -1009,7 +1016,8 @@ mod tests {
     fn a_view_reads_the_items_of_its_snapshot() {
         let d = tempfile::tempdir().unwrap();
         let e = engine(d.path());
-        apply(&e, "<changeset><set-item id='a'><properties><struct><entry name='x'><string>1</string></entry></struct></properties></set-item></changeset>");
+        let item = set_item("a", "x", "<string>1</string>");
+        apply(&e, &format!("<changeset>{item}</changeset>"));
         let view = e.view().unwrap();
         apply(
             &e,

@@ -19,7 +19,7 @@ use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want
 use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
 use crate::postings::{key_cell, DimPostings, CELL_DEG, NUMERIC_MANTISSA_BITS};
 use crate::{Doc, Snapshot};
-use discern_dimensions::{DimensionKind, Interval, NumericKind};
+use discern_dimensions::{DimensionKind, Interval};
 
 /// Every result of `criteria` (prepared) and the relevance each one has, when the
 /// results are exactly a set of exact documents of one relevance; `None` when the
@@ -319,10 +319,9 @@ fn exact_set<'a>(
             (wanted - excluded).into()
         }
         Matcher::Numeric { set, .. } => {
-            // integer, long and time values are whole numbers (compared as doubles)
             let whole = !matches!(
                 &snap.dims.dims[dim].kind,
-                DimensionKind::Numeric(spec) if matches!(spec.kind, NumericKind::Double)
+                DimensionKind::Numeric(spec) if !spec.whole_numbers()
             );
             let (sure, cut) = split_buckets(post, set, whole, within);
             Exact {

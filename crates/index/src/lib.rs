@@ -325,8 +325,7 @@ impl Snapshot {
         else {
             return None;
         };
-        // integer, long and time values are whole numbers (compared as doubles)
-        let whole = !matches!(spec.kind, discern_dimensions::NumericKind::Double);
+        let whole = spec.whole_numbers();
         let post = self.postings(dim)?;
         let buckets = || post.map.iter().filter(|(k, _)| k.len() == 4);
         let lo = self.extreme_of(dim, whole, buckets(), f64::min, budget)?;
@@ -1029,6 +1028,24 @@ mod tests {
       <dimension id='d' type='double'/>
     </dimensions>";
 
+    /// The id of the `i`-th item of `numbered_snapshot`.
+    fn id(i: usize) -> String {
+        format!("i{i:03}")
+    }
+
+    /// A first snapshot of `records`, the `i`-th as item `id(i)`.
+    fn numbered_snapshot(
+        w: &mut IndexWriter,
+        dims: &Arc<Dimensions>,
+        records: impl Iterator<Item = Record>,
+    ) -> Snapshot {
+        let mut b = w.begin(&Snapshot::empty(dims.clone()));
+        for (i, r) in records.enumerate() {
+            b.upsert(&id(i), &r);
+        }
+        b.commit()
+    }
+
     /// A record holding, for each of `COLUMN_DIMS`, 0 to 2 values picked by `pick`.
     fn column_record(pick: &[u8]) -> Record {
         let p = |i: usize| pick.get(i).copied().unwrap_or(0) as usize;
@@ -1083,13 +1100,8 @@ mod tests {
                 0..40),
         ) {
             let dims = Arc::new(Dimensions::parse(COLUMN_DIMS).unwrap());
-            let id = |i: usize| format!("i{i:03}");
             let mut w = IndexWriter::new();
-            let mut b = w.begin(&Snapshot::empty(dims.clone()));
-            for (i, pick) in before.iter().enumerate() {
-                b.upsert(&id(i), &column_record(pick));
-            }
-            let s1 = b.commit();
+            let s1 = numbered_snapshot(&mut w, &dims, before.iter().map(|p| column_record(p)));
             // every column the first chunk has: its columns, keys, segments
             for di in 0..dims.dims.len() {
                 s1.key_col(0, di);
@@ -1180,13 +1192,8 @@ mod tests {
                 }));
                 Record(r)
             };
-            let id = |i: usize| format!("i{i:03}");
             let mut w = IndexWriter::new();
-            let mut b = w.begin(&Snapshot::empty(dims.clone()));
-            for (i, vals) in before.iter().enumerate() {
-                b.upsert(&id(i), &to_record(vals));
-            }
-            let s1 = b.commit();
+            let s1 = numbered_snapshot(&mut w, &dims, before.iter().map(|v| to_record(v)));
             let mut b = w.begin(&s1);
             for (i, vals) in &changes {
                 if vals.is_empty() && i % 2 == 0 {

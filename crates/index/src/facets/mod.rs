@@ -227,7 +227,7 @@ fn element_info(dim: &Dimension, id: &str) -> (Option<usize>, Option<String>) {
 
 fn bound_json(dim: &Dimension, x: f64) -> J {
     match &dim.kind {
-        DimensionKind::Numeric(s) if !matches!(s.kind, discern_dimensions::NumericKind::Double) => {
+        DimensionKind::Numeric(s) if s.whole_numbers() => {
             json!(x as i64)
         }
         _ => json!(x),
