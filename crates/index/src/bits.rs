@@ -14,7 +14,7 @@ pub(crate) fn and_small(small: &RoaringBitmap, big: &RoaringBitmap) -> RoaringBi
     }
     let mut out = RoaringBitmap::new();
     for d in small.iter().filter(|&d| big.contains(d)) {
-        out.push(d); // ascending: appended
+        let _ = out.try_push(d); // ascending: appended
     }
     out
 }
@@ -36,10 +36,13 @@ pub(crate) fn words_of(set: &RoaringBitmap) -> Vec<u64> {
     words
 }
 
-/// Sets the members of a serialized roaring bitmap (without run containers) in `words`;
-/// `false` when `buf` is not in that form.
+/// Sets the members of a serialized roaring bitmap in `words`; `false` when `buf` is not
+/// in that form. Both layouts of the specification: without run containers, and with
+/// them (roaring makes a container a run of every value once it is full, and
+/// `optimize` makes runs of any).
 fn decode_into(buf: &[u8], words: &mut [u64]) -> bool {
     const NO_RUN_COOKIE: u32 = 12346;
+    const RUN_COOKIE: u32 = 12347;
     let u16_at = |at: usize| {
         buf.get(at..at + 2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]))
@@ -48,19 +51,53 @@ fn decode_into(buf: &[u8], words: &mut [u64]) -> bool {
         buf.get(at..at + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     };
-    if u32_at(0) != Some(NO_RUN_COOKIE) {
-        return false;
-    }
-    let Some(n) = u32_at(4).map(|n| n as usize) else {
+    let Some(cookie) = u32_at(0) else {
         return false;
     };
-    let mut at = 8 + 8 * n; // past the keys, cardinalities and offsets
+    // (containers, where their descriptions start, the run flags' bytes)
+    let (n, described, runs): (usize, usize, &[u8]) = if cookie == NO_RUN_COOKIE {
+        match u32_at(4) {
+            Some(n) => (n as usize, 8, &[]),
+            None => return false,
+        }
+    } else if cookie & 0xFFFF == RUN_COOKIE {
+        let n = (cookie >> 16) as usize + 1;
+        match buf.get(4..4 + n.div_ceil(8)) {
+            Some(flags) => (n, 4 + n.div_ceil(8), flags),
+            None => return false,
+        }
+    } else {
+        return false;
+    };
+    let is_run = |k: usize| runs.get(k / 8).is_some_and(|b| b >> (k % 8) & 1 == 1);
+    // past the descriptions and the offsets (which a run layout of fewer than four
+    // containers leaves out)
+    let offsets = if runs.is_empty() || n >= 4 { 4 * n } else { 0 };
+    let mut at = described + 4 * n + offsets;
     for k in 0..n {
-        let (Some(key), Some(card)) = (u16_at(8 + 4 * k), u16_at(10 + 4 * k)) else {
+        let (Some(key), Some(card)) = (u16_at(described + 4 * k), u16_at(described + 2 + 4 * k))
+        else {
             return false;
         };
         let (base, card) = (key as usize * 1024, card as usize + 1);
-        if card > 4096 {
+        if is_run(k) {
+            let Some(count) = u16_at(at) else {
+                return false;
+            };
+            at += 2;
+            for _ in 0..count {
+                let (Some(start), Some(len)) = (u16_at(at), u16_at(at + 2)) else {
+                    return false;
+                };
+                let (first, last) = (start as usize, start as usize + len as usize);
+                if last > u16::MAX as usize
+                    || !set_range(&mut words[..], base * 64 + first, base * 64 + last)
+                {
+                    return false;
+                }
+                at += 4;
+            }
+        } else if card > 4096 {
             let Some(bytes) = buf.get(at..at + 8192) else {
                 return false;
             };
@@ -85,6 +122,24 @@ fn decode_into(buf: &[u8], words: &mut [u64]) -> bool {
         }
     }
     at == buf.len()
+}
+
+/// Sets bits `first..=last` of `words`; `false` when they do not all fit.
+fn set_range(words: &mut [u64], first: usize, last: usize) -> bool {
+    if last / 64 >= words.len() {
+        return false;
+    }
+    let (fw, lw) = (first / 64, last / 64);
+    let from = |b: usize| u64::MAX << b; // bits b..64
+    let upto = |b: usize| u64::MAX >> (63 - b); // bits 0..=b
+    if fw == lw {
+        words[fw] |= from(first % 64) & upto(last % 64);
+    } else {
+        words[fw] |= from(first % 64);
+        words[fw + 1..lw].iter_mut().for_each(|w| *w = u64::MAX);
+        words[lw] |= upto(last % 64);
+    }
+    true
 }
 
 /// The positions of the set bits of a chunk's words, ascending.
@@ -143,13 +198,15 @@ mod tests {
         }
 
         /// A set's bitset holds exactly its members, decoded from the
-        /// serialization (not the fallback) whether its containers are arrays or
-        /// bitmaps, including bitmaps thinned by removals to 4,096 members or fewer.
+        /// serialization (not the fallback) whether its containers are arrays,
+        /// bitmaps or runs (a full container, or any after `optimize`), including
+        /// bitmaps thinned by removals to 4,096 members or fewer.
         #[test]
         fn a_bitset_holds_the_set(
-            runs in prop::collection::vec((0u32..300_000, 0u32..9_000), 0..6),
+            runs in prop::collection::vec((0u32..300_000, 0u32..140_000), 0..6),
             singles in prop::collection::vec(0u32..300_000, 0..100),
             removed in prop::collection::vec((0u32..300_000, 0u32..6_000), 0..4),
+            optimize: bool,
         ) {
             let mut set = RoaringBitmap::new();
             for (start, len) in runs {
@@ -160,6 +217,9 @@ mod tests {
             });
             for (start, len) in removed {
                 set.remove_range(start..start + len);
+            }
+            if optimize {
+                set.optimize();
             }
             let mut buf = Vec::new();
             set.serialize_into(&mut buf).unwrap();

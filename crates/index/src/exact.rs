@@ -474,7 +474,7 @@ fn members_exact_on(
             let o = leaf.eval(&ItemRef { doc, n, cols }, ctx);
             // (exact but beyond a `cullDistance` shorter than `exactDistance`: dropped)
             if o.exact && !o.culled {
-                out.push(n); // ascending: appended
+                let _ = out.try_push(n); // ascending: appended
             }
         });
         out
