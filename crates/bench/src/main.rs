@@ -38,6 +38,10 @@ struct Args {
     /// `--work` (no load, no HTTP).
     #[arg(long, requires = "work")]
     in_process_only: bool,
+    /// In-process passes over the queries: each query's figure is its fastest pass (more
+    /// than one compares builds on a noisy machine; the SPEC figures are one pass).
+    #[arg(long, default_value_t = 1)]
+    passes: usize,
 }
 
 struct Engine {
@@ -280,6 +284,7 @@ fn replay_in_process(
     data: &Path,
     class_names: &[String],
     replayed: &[(usize, serde_json::Value)],
+    passes: usize,
 ) -> anyhow::Result<()> {
     let local = discern_engine::Engine::open(
         discern_engine::Config {
@@ -289,19 +294,34 @@ fn replay_in_process(
         true,
     )?;
     local.populate(&mut local.lock_writer_blocking())?;
-    let mut local_times: Vec<Vec<f64>> = vec![Vec::new(); class_names.len()];
-    for (class, body) in replayed {
-        let t = Instant::now();
-        if discern_engine::query_response(&local, body).is_ok() {
-            local_times[*class].push(t.elapsed().as_secs_f64() * 1e3);
+    // per query replayed, its fastest pass (`None`: not answered)
+    let mut fastest: Vec<Option<f64>> = vec![None; replayed.len()];
+    for _ in 0..passes.max(1) {
+        for ((_, body), best) in replayed.iter().zip(&mut fastest) {
+            let t = Instant::now();
+            if discern_engine::query_response(&local, body).is_ok() {
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                *best = Some(best.map_or(ms, |b| b.min(ms)));
+            }
         }
     }
+    let mut local_times: Vec<Vec<f64>> = vec![Vec::new(); class_names.len()];
+    for ((class, _), best) in replayed.iter().zip(fastest) {
+        local_times[*class].extend(best);
+    }
+    let how = match passes {
+        0 | 1 => "in-process".to_string(),
+        n => format!("in-process, fastest of {n} passes"),
+    };
     for (class, mut times) in class_names.iter().zip(local_times) {
         if times.is_empty() {
             continue;
         }
         times.sort_by(f64::total_cmp);
-        latency_row(class, "in-process", &times, target(class));
+        latency_row(class, &how, &times, target(class));
+        if passes > 1 {
+            println!("  {class}: total {:.1} ms", times.iter().sum::<f64>());
+        }
     }
     drop(local);
     Ok(())
@@ -347,7 +367,7 @@ fn main() -> anyhow::Result<()> {
             }
             replayed.push((pos, q));
         }
-        return replay_in_process(&data, &class_names, &replayed);
+        return replay_in_process(&data, &class_names, &replayed, args.passes);
     }
     let _ = std::fs::remove_dir_all(&work);
     let cores = std::thread::available_parallelism()
@@ -506,7 +526,7 @@ fn main() -> anyhow::Result<()> {
     );
     engine.stop();
 
-    replay_in_process(&data, &class_names, &replayed)?;
+    replay_in_process(&data, &class_names, &replayed, args.passes)?;
     if args.work.is_none() {
         let _ = std::fs::remove_dir_all(&work);
     }
