@@ -481,7 +481,8 @@ impl TextMatcher {
             for (i, d) in rank_ref.iter_range(docs).enumerate() {
                 let counts = &tf[i * stride..(i + 1) * stride];
                 let cols = snap.chunk_cols(d as usize / crate::CHUNK);
-                scored[i] = self.score(snap, cols, dim, d, counts, g);
+                let len_of = |fi: usize| field_length(snap, cols, dim, d, self.fields[fi].index);
+                scored[i] = self.score(snap, len_of, dim, d, counts, g);
             }
         });
         (rank, scored)
@@ -505,25 +506,36 @@ impl TextMatcher {
                 tf[at] = tf[at].saturating_add(1);
             }
         }
+        // Every field length first, in a loop of its own: each is a few dependent cache
+        // misses (the chunk, its columns, the length), and a loop doing nothing else
+        // has several documents' misses in flight at once. (A few documents, each
+        // likely in a chunk of its own: lengths are read from columns where built, not
+        // built for them — after an apply, the chunks it copied have none until
+        // rebuilt in the background.)
+        let nf = self.fields.len();
+        let mut lens = Vec::with_capacity(docs.len() as usize * nf);
+        for d in docs {
+            let cols = snap.built_chunk_cols(d as usize / crate::CHUNK);
+            lens.extend(
+                self.fields
+                    .iter()
+                    .map(|fq| field_length(snap, cols, dim, d, fq.index)),
+            );
+        }
         docs.iter()
             .zip(tf.chunks_exact(stride.max(1)))
-            .map(|(d, counts)| {
-                // (a few documents, each likely in a chunk of its own: lengths are read
-                // from columns where built, not built for them — after an apply, the
-                // chunks it copied have none until rebuilt in the background)
-                let cols = snap.built_chunk_cols(d as usize / crate::CHUNK);
-                self.score(snap, cols, dim, d, counts, g)
-            })
+            .zip(lens.chunks_exact(nf.max(1)))
+            .map(|((d, counts), lens)| self.score(snap, |fi| lens[fi], dim, d, counts, g))
             .collect()
     }
 
     /// The score of document `doc` from its term frequencies per (field, term) slot,
-    /// counted from its row where the postings cap them; its field lengths from its
-    /// chunk's columns `cols` when given, else from its row.
+    /// counted from its row where the postings cap them, and its length in each field
+    /// (`len_of(field position)`).
     fn score(
         &self,
         snap: &Snapshot,
-        cols: Option<&ChunkCols>,
+        len_of: impl Fn(usize) -> usize,
         dim: usize,
         doc: u32,
         tf: &[u16],
@@ -562,7 +574,7 @@ impl TextMatcher {
                 }
             }
             let tf_of = |t: usize| if from_row { row_tf[t] } else { tf[t] as u32 };
-            let len = field_length(snap, cols, dim, doc, fq.index) as f64;
+            let len = len_of(fi) as f64;
             let avg = average_length(stats[fi]);
             let mut fs = 0.0;
             for (t, ct) in contained.iter_mut().enumerate() {
