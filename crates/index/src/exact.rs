@@ -319,10 +319,10 @@ fn exact_set<'a>(
             (wanted - excluded).into()
         }
         Matcher::Numeric { set, .. } => {
-            let whole = !matches!(
-                &snap.dims.dims[dim].kind,
-                DimensionKind::Numeric(spec) if !spec.whole_numbers()
-            );
+            let whole = match &snap.dims.dims[dim].kind {
+                DimensionKind::Numeric(spec) => spec.whole_numbers(),
+                _ => true,
+            };
             let (sure, cut) = split_buckets(post, set, whole, within);
             Exact {
                 sure,
