@@ -197,27 +197,12 @@ pub struct Engine {
 /// since) for its chunks without columns to be built (`build_missing_columns`).
 const COLUMNS_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// Builds what a snapshot's requests would otherwise build on their way and has not
-/// been: first every text field's length unions (a text request's first step on a
-/// field: 1–2 ms each at 1M items), then the columns of the chunks that have none, one
-/// chunk per turn of the upkeep thread (a spare's catch-up waits for one chunk at
-/// most), until a newer snapshot replaced it (its apply continues from there). A
-/// request scanning a chunk without columns builds them on its way (~0.4 ms a chunk):
-/// after a bulk load, the first ranking request at 1M items built ~1,000 (~0.2 s on
-/// both cores). (At start-up, `populate` builds them before the engine is queryable.)
+/// Builds the columns of the chunks of `current` that have none, one chunk per turn of
+/// the upkeep thread (a spare's catch-up waits for one chunk at most), until a newer
+/// snapshot replaced it (its apply continues from there). A request scanning a chunk
+/// without columns builds them on its way (~0.4 ms a chunk): after a bulk load, the
+/// first ranking request at 1M items built ~1,000 (~0.2 s on both cores).
 fn build_missing_columns(current: &std::sync::Weak<Snapshot>) {
-    if let Some(now) = current.upgrade() {
-        let started = std::time::Instant::now();
-        let fields = now.length_unions_missing();
-        process::in_background(|| now.build_length_unions(&fields));
-        if !fields.is_empty() {
-            tracing::debug!(
-                fields = fields.len(),
-                us = started.elapsed().as_micros() as u64,
-                "missing length unions built"
-            );
-        }
-    }
     let started = std::time::Instant::now();
     let mut built = 0;
     for c in 0.. {
@@ -234,6 +219,25 @@ fn build_missing_columns(current: &std::sync::Weak<Snapshot>) {
             "missing columns built"
         );
     }
+}
+
+/// Builds what the first requests on `snap` — an index built or loaded whole, not yet
+/// read — would otherwise build on their way, on every core (~0.3 s at 1M items, nothing
+/// else running): every text field's length unions (a text request's first step on a
+/// field) and every chunk's columns (the first ranking request after a restart built
+/// ~1,000, 0.2–0.3 s). A load balancer then sends requests to an engine that answers at
+/// full speed, and a dimensions change swaps in an index as fast as the one it replaces.
+fn build_before_reading(snap: &Snapshot) {
+    let started = std::time::Instant::now();
+    snap.build_length_unions(&snap.length_unions_missing());
+    (0..snap.chunk_count()).into_par_iter().for_each(|c| {
+        snap.build_chunk_columns(c);
+    });
+    tracing::debug!(
+        chunks = snap.chunk_count(),
+        us = started.elapsed().as_micros() as u64,
+        "columns built before the index is read"
+    );
 }
 
 /// A snapshot and the item store as of that snapshot (`Engine::view`).
@@ -374,28 +378,12 @@ impl Engine {
             Some((snap, writer)) => {
                 self.item_errors.store(writer.errors, Ordering::Relaxed);
                 guard.index = writer;
+                build_before_reading(&snap);
                 self.snapshot.store(Arc::new(snap));
                 process::release_free_memory();
             }
             None => self.rebuild(guard, dims)?,
         }
-        // What the first requests would otherwise build on their way — the first
-        // ranking request after a restart built ~1,000 chunks' columns (0.2–0.3 s), and
-        // a text request each field's length unions — is built before the engine says
-        // it is queryable, on every core (~0.3 s at 1M items, nothing else running):
-        // a load balancer then sends requests to an engine that answers at full speed.
-        let started = std::time::Instant::now();
-        let now = self.snapshot.load_full();
-        now.build_length_unions(&now.length_unions_missing());
-        (0..now.chunk_count()).into_par_iter().for_each(|c| {
-            now.build_chunk_columns(c);
-        });
-        tracing::debug!(
-            chunks = now.chunk_count(),
-            us = started.elapsed().as_micros() as u64,
-            "columns built at start-up"
-        );
-        drop(now);
         self.queryable.store(true, Ordering::Release);
         self.refresh_gauges();
         Ok(())
@@ -455,6 +443,7 @@ impl Engine {
         );
         self.item_errors.store(writer.errors, Ordering::Relaxed);
         guard.index = writer;
+        build_before_reading(&snap);
         self.snapshot.store(Arc::new(snap));
         process::release_free_memory();
         Ok(())
@@ -597,19 +586,15 @@ impl Engine {
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
                     .spawn(move || {
-                        let (rebuild, unions) = current
+                        let rebuild = current
                             .upgrade()
-                            .map(|now| {
-                                (
-                                    now.columns_to_rebuild(&old),
-                                    now.length_unions_to_rebuild(&old),
-                                )
-                            })
+                            .map(|now| now.columns_to_rebuild(&old))
                             .unwrap_or_default();
                         drop(old);
-                        // (a text request's first step, a few ms per field: first)
+                        // the length unions of the text dimensions it copied (a text
+                        // request's first step, 1–2 ms a field at 1M items): first
                         if let Some(now) = current.upgrade() {
-                            now.build_length_unions(&unions);
+                            now.build_length_unions(&now.length_unions_missing());
                         }
                         // The chunks this apply copied lost their columns: made again
                         // here from the copied chunks' columns (30–50 ms of one core for
@@ -642,10 +627,10 @@ impl Engine {
                         // once applies pause (applies back to back would share the
                         // cores with it: the first ten deltas after a bulk load took
                         // ~50 ms more each)
-                        if current.upgrade().is_some_and(|now| {
-                            now.chunks_without_columns() > 0
-                                || !now.length_unions_missing().is_empty()
-                        }) {
+                        if current
+                            .upgrade()
+                            .is_some_and(|now| now.chunks_without_columns() > 0)
+                        {
                             std::thread::sleep(COLUMNS_AFTER_IDLE);
                             build_missing_columns(&current);
                         }
@@ -951,15 +936,29 @@ mod tests {
         };
         assert_eq!(e.snapshot().chunk_count(), 3);
         all_built("after the apply");
-        // (populated again: the index built anew from the store, without columns —
-        // built before the engine is queryable, so done once `populate` returns)
-        e.populate(&mut e.lock_writer_blocking()).unwrap();
-        let now = e.snapshot();
-        assert_eq!(now.chunks_without_columns(), 0, "columns after start-up");
+        // An index built whole or loaded has them before it is read: done once
+        // `populate` (built anew from the store; loaded from a saved index) or
+        // `reindex` (a dimensions change) returns.
+        let built_before_reading = |what: &str| {
+            let now = e.snapshot();
+            assert_eq!(now.chunks_without_columns(), 0, "columns {what}");
+            assert!(now.length_unions_missing().is_empty(), "unions {what}");
+        };
+        let mut g = e.lock_writer_blocking();
+        e.populate(&mut g).unwrap();
+        built_before_reading("when built at start-up");
+        e.save_index(&mut g).unwrap();
+        let doc = e.dimensions_doc();
+        let dims = Arc::new(Dimensions::parse(&doc).unwrap());
         assert!(
-            now.length_unions_missing().is_empty(),
-            "unions after start-up"
+            e.load_saved_index(&dims, &doc).is_some(),
+            "no saved index to load"
         );
+        e.populate(&mut g).unwrap();
+        built_before_reading("when loaded at start-up");
+        let dims = e.set_dimensions(&mut g, &doc).unwrap();
+        e.reindex(&mut g, dims).unwrap();
+        built_before_reading("after a dimensions change");
     }
 
     /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
@@ -1021,8 +1020,8 @@ mod tests {
         );
     }
 
-    /// After an apply, the text fields a ranked text request had united the length
-    /// classes of are united again in the background, ahead of the next such request.
+    /// After an apply, the text fields whose postings it copied have their length
+    /// classes united again in the background, ahead of the next text request.
     #[test]
     fn length_unions_are_united_again_after_an_apply() {
         let d = tempfile::tempdir().unwrap();
@@ -1032,7 +1031,6 @@ mod tests {
         );
         e.populate(&mut g).unwrap();
         drop(g);
-        // (a word in more documents than are scored whole: the request is ranked)
         let items: String = (0..1500)
             .map(|i| {
                 let words = ["red", "red red", "red blue green", "blue"][i % 4];
@@ -1040,16 +1038,15 @@ mod tests {
             })
             .collect();
         apply(&e, &format!("<changeset>{items}</changeset>"));
-        let body = serde_json::json!({"criteria": [{"dimension": "x", "value": "red", "cull": true}], "pageSize": 5});
-        query_response(&e, &body).unwrap();
         let before = e.snapshot();
         let item = set_item("i1", "x", "<string>red red red</string>");
         apply(&e, &format!("<changeset>{item}</changeset>"));
-        // (without the background step this waits out its 30 s: the request above
-        // united the field's classes, and the apply emptied them)
+        // (without the background step this waits out its 30 s: the apply emptied
+        // the field's classes)
         let now = e.snapshot();
+        assert!(!Arc::ptr_eq(&now, &before));
         wait_until("not united again", || {
-            now.length_unions_to_rebuild(&before).is_empty()
+            now.length_unions_missing().is_empty()
         });
     }
 

@@ -460,36 +460,9 @@ impl Snapshot {
             .collect()
     }
 
-    /// The text fields, as (dimension, field), whose length classes `before` had
-    /// united (`DimPostings::shorter_than`) and this snapshot has not: those whose
-    /// postings an apply changed.
-    pub fn length_unions_to_rebuild(&self, before: &Snapshot) -> Vec<(usize, usize)> {
-        if !Arc::ptr_eq(&self.dims, &before.dims) {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        for (di, (now, old)) in self.postings.iter().zip(before.postings.iter()).enumerate() {
-            let (Some(now), Some(old)) = (now, old) else {
-                continue;
-            };
-            if Arc::ptr_eq(now, old) {
-                continue; // the same postings: the same unions
-            }
-            let made = now.shorter.fields();
-            out.extend(
-                old.shorter
-                    .fields()
-                    .into_iter()
-                    .filter(|f| !made.contains(f))
-                    .map(|f| (di, f)),
-            );
-        }
-        out
-    }
-
     /// The text fields, as (dimension, field), whose length classes are not united yet:
-    /// after a restart or a bulk load, every one (a text request's first step on a
-    /// field, 1–2 ms at 1M items).
+    /// every one of a text dimension whose postings an apply copied (a copy starts
+    /// without them), or of an index built or loaded whole.
     pub fn length_unions_missing(&self) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
         for (di, d) in self.dims.dims.iter().enumerate() {
@@ -508,8 +481,8 @@ impl Snapshot {
         out
     }
 
-    /// Unites the length classes of `fields` (`length_unions_to_rebuild`,
-    /// `length_unions_missing`) ahead of the text requests that read them.
+    /// Unites the length classes of `fields` (`length_unions_missing`) ahead of the text
+    /// requests that read them.
     pub fn build_length_unions(&self, fields: &[(usize, usize)]) {
         for &(di, field) in fields {
             if let Some(p) = self.postings(di) {
@@ -1236,9 +1209,9 @@ mod tests {
         }
     }
 
-    /// The text fields whose length classes the replaced snapshot had united, and an
-    /// apply changed, are named for uniting again — those only — and
-    /// `build_length_unions` unites them.
+    /// The text fields whose length classes are not united are named — every field of
+    /// a new index, and of a text dimension whose postings an apply copied — and
+    /// `build_length_unions` unites them from the new postings.
     #[test]
     fn changed_text_fields_get_their_length_unions_back() {
         let dims = Arc::new(
@@ -1261,19 +1234,20 @@ mod tests {
         b.upsert("i1", &rec("v", "one two"));
         b.upsert("i2", &rec("v", "one two three"));
         let s1 = b.commit();
+        assert_eq!(s1.length_unions_missing(), [(1, 0), (1, 1)]);
+        s1.build_length_unions(&s1.length_unions_missing());
+        assert!(s1.length_unions_missing().is_empty());
         let before = s1.postings(1).unwrap().shorter_than(0);
         let mut b = w.begin(&s1);
         b.upsert("i3", &rec("v", "one"));
         let s2 = b.commit();
-        assert_eq!(s2.length_unions_to_rebuild(&s1), [(1, 0)]);
-        s2.build_length_unions(&[(1, 0)]);
-        assert!(s2.length_unions_to_rebuild(&s1).is_empty());
+        assert_eq!(s2.length_unions_missing(), [(1, 0), (1, 1)]);
+        s2.build_length_unions(&s2.length_unions_missing());
+        assert!(s2.length_unions_missing().is_empty());
         // united from the new postings: the one-word field is the shortest class
         let after = s2.postings(1).unwrap().shorter_than(0);
         assert_eq!(before.first().map(|c| c.0), Some(2));
         assert_eq!(after.first().map(|c| (c.0, c.1.len())), Some((1, 1)));
-        // (field b's were never united: nothing to unite again)
-        assert!(!s2.length_unions_to_rebuild(&s1).contains(&(1, 1)));
     }
 
     /// One dimension's postings as plain values: (key, set) pairs, `has`, field stats.
