@@ -6,6 +6,7 @@ use discern_model::{Record, Value};
 
 use crate::doc::{Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec};
 use crate::strlist::{StrList, StrListBuilder};
+use crate::termlist::TermList;
 use crate::time::{format_iso, parse_time};
 use crate::zip;
 
@@ -24,6 +25,9 @@ pub enum IndexedValue {
     Elements(Arc<[u32]>),
     /// text: analysed tokens, one group per field in the dimension's field order
     Text(StrList),
+    /// text as the index holds it: `Text`'s tokens as numbers of the dimension's
+    /// vocabulary (see `TermList`)
+    Terms(TermList),
 }
 
 impl IndexedValue {
@@ -43,6 +47,7 @@ impl IndexedValue {
             IndexedValue::Points(v) => v.is_empty(),
             IndexedValue::Elements(v) => v.is_empty(),
             IndexedValue::Text(t) => t.is_empty(),
+            IndexedValue::Terms(t) => t.is_empty(),
         }
     }
 }
@@ -372,6 +377,9 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
             }
             _ => J::String(v.joined_tokens().unwrap_or_default()),
         },
+        // numbers say nothing without their vocabulary: the index turns them back into
+        // tokens (`Text`) before showing them
+        IndexedValue::Terms(_) => J::Null,
     }
 }
 

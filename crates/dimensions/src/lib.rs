@@ -6,6 +6,7 @@ mod doc;
 pub mod extract;
 pub mod interval;
 pub mod strlist;
+pub mod termlist;
 pub mod time;
 pub mod zip;
 
@@ -18,3 +19,4 @@ pub use doc::{MAX_TEXT_FIELDS, TYPE_NAMES};
 pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
 pub use interval::Interval;
 pub use strlist::{StrList, StrListBuilder};
+pub use termlist::{TermList, TermListBuilder};

@@ -70,7 +70,8 @@ fn index_changes<'w>(
             .into_par_iter()
             .filter_map(|ch| match ch {
                 ItemChange::Upsert(id, rec) => {
-                    let (values, errors) = index_values(&base.dims, &rec);
+                    let (mut values, errors) = index_values(&base.dims, &rec);
+                    base.number_text(&mut values);
                     Some(Change::Upsert(id, values, errors))
                 }
                 ItemChange::Delete(id) => Some(Change::Delete(id)),
@@ -403,7 +404,11 @@ impl Engine {
                 .map(|(id, raw)| {
                     let r = discern_model::decode_record(&raw)
                         .map_err(Error::internal)
-                        .map(|rec| index_values(&dims, &rec));
+                        .map(|rec| {
+                            let (mut values, errors) = index_values(&dims, &rec);
+                            snap.number_text(&mut values);
+                            (values, errors)
+                        });
                     (id, r)
                 })
                 .collect();

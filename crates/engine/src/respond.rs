@@ -86,11 +86,7 @@ impl QueryResponse {
 
 /// The group key of a result: its first value in the dimension, or its own id.
 fn group_key(snap: &Snapshot, dim: usize, h: &Hit) -> (bool, String) {
-    let v = snap
-        .doc(h.doc)
-        .and_then(|d| d.values.get(dim))
-        .and_then(|v| v.as_ref());
-    match v {
+    match snap.shown_value(h.doc, dim).as_deref() {
         Some(IndexedValue::Strings(s)) if !s.is_empty() => {
             (true, s.get(0).unwrap_or_default().to_string())
         }
@@ -336,18 +332,16 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
                 .iter()
                 .map(|h| {
                     let mut toks: Vec<String> = Vec::new();
-                    if let Some(doc) = snap.doc(h.doc) {
-                        for (di, fi, qterms) in &terms {
-                            if let Some(IndexedValue::Text(fields)) =
-                                doc.values.get(*di).and_then(|v| v.as_ref())
-                            {
-                                toks.extend(
-                                    qterms
-                                        .iter()
-                                        .filter(|t| fields.group(*fi).any(|x| x == t.as_str()))
-                                        .cloned(),
-                                );
-                            }
+                    for (di, fi, qterms) in &terms {
+                        if let Some(IndexedValue::Text(fields)) =
+                            snap.shown_value(h.doc, *di).as_deref()
+                        {
+                            toks.extend(
+                                qterms
+                                    .iter()
+                                    .filter(|t| fields.group(*fi).any(|x| x == t.as_str()))
+                                    .cloned(),
+                            );
                         }
                     }
                     toks.sort();
@@ -455,9 +449,8 @@ fn values_member(snap: &Snapshot, dims: &[String], docs: impl Iterator<Item = u3
         let col: Vec<J> = docs
             .clone()
             .map(|n| {
-                snap.doc(n)
-                    .and_then(|doc| doc.values.get(di).and_then(|v| v.as_ref()))
-                    .map(|v| to_json(dim, v))
+                snap.shown_value(n, di)
+                    .map(|v| to_json(dim, &v))
                     .unwrap_or(J::Null)
             })
             .collect();
@@ -470,12 +463,10 @@ fn values_member(snap: &Snapshot, dims: &[String], docs: impl Iterator<Item = u3
 /// dimensions that have a value.
 pub fn export_line_meta(snap: &Snapshot, doc: u32, dims: &[String]) -> J {
     let mut m = Map::new();
-    if let Some(d) = snap.doc(doc) {
-        for id in dims {
-            if let Some(di) = snap.dims.index_of(id) {
-                if let Some(v) = d.values.get(di).and_then(|v| v.as_ref()) {
-                    m.insert(id.clone(), to_json(&snap.dims.dims[di], v));
-                }
+    for id in dims {
+        if let Some(di) = snap.dims.index_of(id) {
+            if let Some(v) = snap.shown_value(doc, di) {
+                m.insert(id.clone(), to_json(&snap.dims.dims[di], &v));
             }
         }
     }

@@ -12,7 +12,8 @@ use std::sync::{Arc, OnceLock};
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 
 use crate::geo::GeoPoint;
-use crate::keys::{KeyCol, KeyNumbers};
+use crate::keys::KeyCol;
+use crate::numbering::Numbering;
 use crate::ranges::RangeTable;
 use crate::slots::Slots;
 
@@ -336,17 +337,12 @@ impl Col {
                 for &i in changed {
                     let v = docs.value(i, di);
                     mark(bits, i, v.is_some());
-                    let toks = match v {
-                        Some(IndexedValue::Text(toks)) => Some(toks),
-                        _ => None,
-                    };
-                    for (fi, len) in lens[i * fields..(i + 1) * fields].iter_mut().enumerate() {
-                        *len = match toks {
-                            Some(toks) if fi < toks.groups() => {
-                                toks.group_range(fi).len().min(u16::MAX as usize) as u16
-                            }
-                            _ => 0,
-                        };
+                    let row = &mut lens[i * fields..(i + 1) * fields];
+                    row.fill(0);
+                    if let Some(IndexedValue::Terms(terms)) = v {
+                        for (len, n) in row.iter_mut().zip(terms.group_lens()) {
+                            *len = n.min(u16::MAX as usize) as u16;
+                        }
                     }
                 }
             }
@@ -388,7 +384,7 @@ impl ChunkCols {
         was: &Slots,
         docs: &Slots,
         changed: &[usize],
-        numbers: &[Option<Arc<KeyNumbers>>],
+        numbers: &[Option<Arc<Numbering>>],
     ) -> ChunkCols {
         let keys: Box<[OnceLock<Arc<KeyCol>>]> =
             dims.dims.iter().map(|_| OnceLock::new()).collect();

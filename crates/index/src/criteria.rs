@@ -682,7 +682,7 @@ impl Leaf {
                 }
                 _ => (false, 0.0),
             },
-            (Matcher::Text(t), IndexedValue::Text(_)) => {
+            (Matcher::Text(t), IndexedValue::Terms(_)) => {
                 t.eval(doc, self.exact_rel, self.fuzzy_rel)
             }
             _ => (false, 0.0),

@@ -14,7 +14,7 @@ use std::convert::Infallible;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
-use discern_dimensions::{IndexedValue, StrList};
+use discern_dimensions::{IndexedValue, StrList, TermList};
 
 /// Lookups per dimension between two checks of the share of hits.
 const WINDOW: u32 = 65_536;
@@ -28,6 +28,8 @@ pub(crate) struct Interner {
     /// mutex); a dimension uses one of the two.
     lists: Vec<DimInterner<StrList>>,
     elements: Vec<DimInterner<Arc<[u32]>>>,
+    /// Per text dimension: its values' token numbers.
+    terms: Vec<DimInterner<TermList>>,
 }
 
 /// A value that can be shared, and can tell whether it is.
@@ -38,6 +40,12 @@ pub(crate) trait Shareable: Clone + Hash + Eq {
 impl Shareable for StrList {
     fn is_shared(&self) -> bool {
         StrList::is_shared(self)
+    }
+}
+
+impl Shareable for TermList {
+    fn is_shared(&self) -> bool {
+        TermList::is_shared(self)
     }
 }
 
@@ -71,15 +79,18 @@ impl Interner {
         if self.lists.len() < values.len() {
             self.lists.resize_with(values.len(), Default::default);
             self.elements.resize_with(values.len(), Default::default);
+            self.terms.resize_with(values.len(), Default::default);
         }
-        for ((v, l), e) in values
+        for (((v, l), e), t) in values
             .iter_mut()
             .zip(&mut self.lists)
             .zip(&mut self.elements)
+            .zip(&mut self.terms)
         {
             match v {
-                Some(IndexedValue::Strings(list) | IndexedValue::Text(list)) => l.share(list),
+                Some(IndexedValue::Strings(list)) => l.share(list),
                 Some(IndexedValue::Elements(es)) => e.share(es),
+                Some(IndexedValue::Terms(terms)) => t.share(terms),
                 _ => {}
             }
         }
@@ -98,6 +109,7 @@ impl Interner {
 pub(crate) struct SharedInterner {
     lists: Vec<Mutex<DimInterner<StrList>>>,
     elements: Vec<Mutex<DimInterner<Arc<[u32]>>>>,
+    terms: Vec<Mutex<DimInterner<TermList>>>,
 }
 
 /// `interned.get_or_make(raw, make)` under the lock of dimension `dim`'s interner, or
@@ -122,6 +134,7 @@ impl SharedInterner {
         SharedInterner {
             lists: (0..dims).map(|_| Default::default()).collect(),
             elements: (0..dims).map(|_| Default::default()).collect(),
+            terms: (0..dims).map(|_| Default::default()).collect(),
         }
     }
 
@@ -134,6 +147,17 @@ impl SharedInterner {
         make: impl FnOnce() -> Result<StrList, E>,
     ) -> Result<StrList, E> {
         shared_get_or_make(&self.lists, dim, raw, make)
+    }
+
+    /// The text value of dimension `dim` encoded as `raw`: the one held if equal, else
+    /// `make()`'s.
+    pub(crate) fn terms<E>(
+        &self,
+        dim: usize,
+        raw: &[u8],
+        make: impl FnOnce() -> Result<TermList, E>,
+    ) -> Result<TermList, E> {
+        shared_get_or_make(&self.terms, dim, raw, make)
     }
 
     /// The element list of dimension `dim` equal to `raw`: the one held, else a copy.
@@ -152,6 +176,7 @@ impl SharedInterner {
         Interner {
             lists: unlock(self.lists),
             elements: unlock(self.elements),
+            terms: unlock(self.terms),
         }
     }
 }
@@ -236,18 +261,17 @@ mod tests {
     #[test]
     fn repeated_text_is_one_copy_too() {
         let mut i = Interner::default();
-        let text = |w: &str| Some(IndexedValue::Text(StrList::from_strs([w])));
-        let (mut a, mut b, mut c) = (vec![text("w")], vec![text("w")], vec![text("v")]);
+        let text = |n: u32| Some(IndexedValue::Terms(TermList::from_groups([[n]])));
+        let (mut a, mut b, mut c) = (vec![text(7)], vec![text(7)], vec![text(8)]);
         i.intern(&mut a);
         i.intern(&mut b);
         i.intern(&mut c);
         let ptr = |v: &Option<IndexedValue>| match v {
-            Some(IndexedValue::Text(l)) => l.as_raw().as_ptr(),
+            Some(IndexedValue::Terms(l)) => l.as_raw().as_ptr(),
             _ => panic!("not text"),
         };
         assert_eq!(ptr(&a[0]), ptr(&b[0]));
         assert_ne!(ptr(&a[0]), ptr(&c[0]));
-        assert!(matches!(&b[0], Some(IndexedValue::Text(_))));
     }
 
     #[test]

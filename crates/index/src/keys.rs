@@ -1,90 +1,27 @@
 //! Keyword and groupBy values as numbers, for counting facets. A dimension's keys are
-//! numbered in the order first met (`KeyNumbers`: shared by every snapshot of one
+//! numbered in the order first met (`Numbering`: shared by every snapshot of one
 //! dimensions document and only ever appended to, so a number means the same key in
 //! every column holding it, whichever snapshot built the column), and a chunk's key
 //! column (`KeyCol`, built on first use) gives each document's key numbers. A facet
 //! then counts a document by bumping an array slot, instead of hashing its strings or
 //! intersecting thousands of keys' postings with the counted set.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue, StrList};
 
+use crate::numbering::Numbering;
 use crate::slots::Slots;
-use crate::FastMap;
-
-#[derive(Default)]
-pub(crate) struct KeyNumbers {
-    numbered: RwLock<Numbered>,
-}
-
-#[derive(Default)]
-struct Numbered {
-    by_key: FastMap<Arc<str>, u32>,
-    keys: Vec<Arc<str>>,
-}
 
 /// Per dimension, the numbers of its keys (keyword and groupBy dimensions only).
-pub(crate) fn numbers_for(dims: &Dimensions) -> Arc<[Option<Arc<KeyNumbers>>]> {
+pub(crate) fn numbers_for(dims: &Dimensions) -> Arc<[Option<Arc<Numbering>>]> {
     dims.dims
         .iter()
         .map(|d| {
             matches!(d.kind, DimensionKind::Keyword | DimensionKind::GroupBy)
-                .then(|| Arc::new(KeyNumbers::default()))
+                .then(|| Arc::new(Numbering::default()))
         })
         .collect()
-}
-
-impl KeyNumbers {
-    /// How many keys have a number (every number is below this).
-    pub(crate) fn len(&self) -> usize {
-        self.read().keys.len()
-    }
-
-    /// The keys numbered `ns`, in that order.
-    pub(crate) fn keys(&self, ns: impl Iterator<Item = u32>) -> Vec<Arc<str>> {
-        let numbered = self.read();
-        ns.map(|n| numbered.keys[n as usize].clone()).collect()
-    }
-
-    /// The numbers of `keys`, each key numbered when first met.
-    fn number<'k>(&self, keys: impl Iterator<Item = &'k str> + Clone) -> Vec<u32> {
-        const UNSEEN: u32 = u32::MAX;
-        let mut out: Vec<u32> = {
-            let numbered = self.read();
-            keys.clone()
-                .map(|k| numbered.by_key.get(k).copied().unwrap_or(UNSEEN))
-                .collect()
-        };
-        if out.contains(&UNSEEN) {
-            let mut numbered = self.numbered.write().unwrap_or_else(|e| e.into_inner());
-            for (n, k) in out.iter_mut().zip(keys) {
-                if *n == UNSEEN {
-                    *n = numbered.number(k);
-                }
-            }
-        }
-        out
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Numbered> {
-        // a panic while numbering leaves every number it gave valid: the lock's poison
-        // says nothing about the data
-        self.numbered.read().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Numbered {
-    fn number(&mut self, key: &str) -> u32 {
-        if let Some(&n) = self.by_key.get(key) {
-            return n;
-        }
-        let n = self.keys.len() as u32;
-        let key: Arc<str> = key.into();
-        self.by_key.insert(key.clone(), n);
-        self.keys.push(key);
-        n
-    }
 }
 
 /// A chunk's keys in one dimension, as numbers.
@@ -100,7 +37,7 @@ const NONE: u32 = u32::MAX;
 const MANY: u32 = 1 << 31;
 
 impl KeyCol {
-    pub(crate) fn build(docs: &Slots, di: usize, numbers: &KeyNumbers) -> KeyCol {
+    pub(crate) fn build(docs: &Slots, di: usize, numbers: &Numbering) -> KeyCol {
         let empty = KeyCol {
             k: vec![NONE; docs.len()].into(),
             many: Vec::new(),
@@ -115,7 +52,7 @@ impl KeyCol {
         &self,
         docs: &Slots,
         di: usize,
-        numbers: &KeyNumbers,
+        numbers: &Numbering,
         changed: &[usize],
     ) -> KeyCol {
         let values: Vec<Option<&StrList>> = changed
@@ -186,15 +123,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_key_keeps_its_number_and_a_document_lists_each_key_once() {
-        let numbers = KeyNumbers::default();
+    fn a_document_lists_each_key_once() {
+        let numbers = Numbering::default();
         assert_eq!(numbers.number(["b", "a", "b"].into_iter()), [0, 1, 0]);
         assert_eq!(numbers.number(["a", "c"].into_iter()), [1, 2]);
-        assert_eq!(numbers.len(), 3);
-        assert_eq!(
-            numbers.keys([2, 0].into_iter()),
-            [Arc::<str>::from("c"), Arc::from("b")]
-        );
         let doc = |s: &[&str]| {
             let values = vec![Some(IndexedValue::Strings(StrList::from_strs(s)))];
             Some(Arc::new(crate::Doc {

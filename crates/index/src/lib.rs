@@ -14,6 +14,7 @@ mod geo;
 mod intern;
 mod kernels;
 mod keys;
+mod numbering;
 pub mod persist;
 pub mod postings;
 mod query;
@@ -34,7 +35,8 @@ pub use sort::{sort_hits, SortKey};
 use std::sync::{Arc, OnceLock};
 
 use columns::{ChunkCols, SegmentCol};
-use keys::{KeyCol, KeyNumbers};
+use keys::KeyCol;
+use numbering::{Numbering, Vocabularies};
 use ranges::RangeTable;
 
 /// Hash maps on the apply path (ids, terms, postings keys): hashbrown with its default
@@ -130,7 +132,10 @@ pub struct Snapshot {
     /// Every live document number.
     live_docs: Arc<RoaringBitmap>,
     /// Per keyword and groupBy dimension, its keys' numbers (see `keys`).
-    keys: Arc<[Option<Arc<KeyNumbers>>]>,
+    keys: Arc<[Option<Arc<Numbering>>]>,
+    /// Per text dimension, its vocabulary: documents hold their tokens as its numbers
+    /// (`IndexedValue::Terms`).
+    vocab: Vocabularies,
     /// Per dimension, the smallest and largest numeric value its documents hold, found
     /// on first use (a request's default scale reads it: a pass over every chunk's
     /// columns, ~0.1 ms at 1M items, is too much to repeat per request).
@@ -149,6 +154,7 @@ impl Snapshot {
     pub fn empty(dims: Arc<Dimensions>) -> Snapshot {
         Snapshot {
             keys: keys::numbers_for(&dims),
+            vocab: numbering::vocabularies_for(&dims),
             spans: unknown_spans(&dims),
             terms: terms::empty_dicts(&dims, 0),
             postings: postings::empty(&dims),
@@ -178,7 +184,7 @@ impl Snapshot {
                     })
                 })
                 .collect();
-        let (postings, live) = postings::build(&self.dims, &docs);
+        let (postings, live) = postings::build(&self.dims, &self.vocab, &docs);
         self.postings = postings;
         self.live_docs = Arc::new(live);
         self
@@ -409,8 +415,33 @@ impl Snapshot {
         self.chunks.get(c).map_or(u64::MAX, |ch| ch.min_id_key())
     }
 
+    /// The vocabulary of text dimension `di`.
+    pub(crate) fn vocab(&self, di: usize) -> Option<&Numbering> {
+        self.vocab.get(di)?.as_deref()
+    }
+
+    /// `values` (one per dimension, as extracted) as the index holds them: each text
+    /// value's tokens as numbers of its dimension's vocabulary (`IndexedValue::Terms`),
+    /// numbering the tokens met for the first time. Safe to run on many threads at
+    /// once; `Builder::upsert_values` does it for values not yet numbered.
+    pub fn number_text(&self, values: &mut DocValues) {
+        number_text(&self.vocab, values);
+    }
+
+    /// Dimension `di`'s value of document `doc` as extraction gave it: a text value's
+    /// numbers turned back into its tokens (for showing it, or sorting by it).
+    pub fn shown_value(&self, doc: u32, di: usize) -> Option<std::borrow::Cow<'_, IndexedValue>> {
+        let v = self.doc(doc)?.values.get(di)?.as_ref()?;
+        Some(match (v, self.vocab(di)) {
+            (IndexedValue::Terms(terms), Some(vocab)) => {
+                std::borrow::Cow::Owned(IndexedValue::Text(vocab.read().tokens(terms)))
+            }
+            _ => std::borrow::Cow::Borrowed(v),
+        })
+    }
+
     /// The key numbers of keyword or groupBy dimension `di`.
-    pub(crate) fn key_numbers(&self, di: usize) -> Option<&KeyNumbers> {
+    pub(crate) fn key_numbers(&self, di: usize) -> Option<&Numbering> {
         self.keys.get(di)?.as_deref()
     }
 
@@ -539,9 +570,10 @@ impl Snapshot {
             return (0, 0, 0);
         }
         let slots = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Arc<Doc>>>();
+        let vocab: usize = self.vocab.iter().flatten().map(|v| v.bytes()).sum();
         let terms: usize = self.terms.iter().flatten().map(|t| t.bytes()).sum();
         let postings: usize = self.postings.iter().flatten().map(|p| p.bytes()).sum();
-        (slots + bytes / sampled * self.live, postings, terms)
+        (slots + vocab + bytes / sampled * self.live, postings, terms)
     }
 
     fn doc_bytes(d: &Doc) -> usize {
@@ -550,6 +582,7 @@ impl Snapshot {
         for v in d.values.iter().flatten() {
             total += match v {
                 IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes_share(),
+                IndexedValue::Terms(t) => t.heap_bytes_share(),
                 IndexedValue::Points(p) => std::mem::size_of_val(&**p),
                 IndexedValue::Ints(x) => std::mem::size_of_val(&**x),
                 IndexedValue::Doubles(x) => std::mem::size_of_val(&**x),
@@ -557,6 +590,15 @@ impl Snapshot {
             };
         }
         total
+    }
+}
+
+/// `Snapshot::number_text` with the vocabularies `vocab`.
+fn number_text(vocab: &Vocabularies, values: &mut DocValues) {
+    for (v, vocab) in values.iter_mut().zip(vocab.iter()) {
+        if let (Some(IndexedValue::Text(fields)), Some(vocab)) = (v.as_ref(), vocab) {
+            *v = Some(IndexedValue::Terms(vocab.number_text(fields)));
+        }
     }
 }
 
@@ -624,7 +666,8 @@ pub struct Builder<'w> {
     term_deltas: Option<Vec<FastMap<Box<str>, i64>>>,
     postings: Postings,
     live_docs: Arc<RoaringBitmap>,
-    keys: Arc<[Option<Arc<KeyNumbers>>]>,
+    keys: Arc<[Option<Arc<Numbering>>]>,
+    vocab: Vocabularies,
     postings_delta: PostingsDelta,
     /// Off for a bulk rebuild that counts postings once at the end.
     track_postings: bool,
@@ -672,7 +715,8 @@ impl IndexWriter {
             postings: base.postings.clone(),
             live_docs: base.live_docs.clone(),
             keys: base.keys.clone(),
-            postings_delta: PostingsDelta::new(&base.dims),
+            vocab: base.vocab.clone(),
+            postings_delta: PostingsDelta::new(&base.dims, base.vocab.clone()),
             track_postings: true,
             cleared: false,
         }
@@ -713,6 +757,7 @@ impl<'w> Builder<'w> {
     /// Like `upsert`, with values extracted beforehand (e.g. in parallel).
     pub fn upsert_values(&mut self, id: &str, mut values: DocValues, errors: u64) {
         self.errors += errors;
+        number_text(&self.vocab, &mut values);
         self.writer.interner.intern(&mut values);
         let (doc, key) = match self.writer.by_id.get_key_value(id) {
             Some((k, &doc)) => (doc, k.clone()),
@@ -765,8 +810,13 @@ impl<'w> Builder<'w> {
             if old == new {
                 continue;
             }
-            let before = terms::value_terms(old);
-            let after = terms::value_terms(new);
+            let vocab = self
+                .vocab
+                .get(di)
+                .and_then(|v| v.as_deref())
+                .map(|v| v.read());
+            let before = terms::value_terms(old, vocab.as_deref());
+            let after = terms::value_terms(new, vocab.as_deref());
             if before != after {
                 terms::diff_terms(&before, &after, &mut deltas[di]);
             }
@@ -845,7 +895,10 @@ impl<'w> Builder<'w> {
             }
             terms = Arc::new(next);
         }
-        let delta = std::mem::replace(&mut self.postings_delta, PostingsDelta::new(&self.dims));
+        let delta = std::mem::replace(
+            &mut self.postings_delta,
+            PostingsDelta::new(&self.dims, self.vocab.clone()),
+        );
         let (postings, live_docs) = if self.track_postings {
             postings::commit(
                 &self.writer.spare,
@@ -867,6 +920,7 @@ impl<'w> Builder<'w> {
             postings,
             live_docs,
             keys: self.keys.clone(),
+            vocab: self.vocab.clone(),
             spans: unknown_spans(&self.dims),
         }
     }

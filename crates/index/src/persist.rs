@@ -9,18 +9,20 @@
 //!
 //! Layout: `MAGIC`, `FORMAT` (u32 LE), then blocks, each `len (u64 LE) crc32 (u32 LE)
 //! bytes`: the header; the counts; the live documents; per dimension its postings; per
-//! dimension its dictionary; one block per chunk; an end block. The checksums
+//! dimension its dictionary; per dimension its vocabulary (text dimensions' token
+//! numbers); one block per chunk; an end block. The checksums
 //! catch a torn or damaged file; decoding checks every length and value besides, so a
 //! bad file is an error, never a panic or a wrong index.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
-use discern_dimensions::{Dimensions, IndexedValue, StrList};
+use discern_dimensions::{Dimensions, IndexedValue, StrList, TermList};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::intern::{Interner, SharedInterner};
+use crate::numbering::Numbering;
 use crate::postings::DimPostings;
 use crate::terms::TermDict;
 use crate::{eval, Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
@@ -28,7 +30,7 @@ use crate::{eval, Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
 const MAGIC: &[u8; 8] = b"discernI";
 /// Bump whenever the layout or what extraction produces for a record changes: a file
 /// of another format is ignored (the index is rebuilt from the item store).
-pub const FORMAT: u32 = 7;
+pub const FORMAT: u32 = 8;
 /// Chunks encoded or decoded together (in parallel).
 const CHUNK_BATCH: usize = 64;
 
@@ -181,7 +183,9 @@ const TAG_INTS: u8 = 2;
 const TAG_DOUBLES: u8 = 3;
 const TAG_POINTS: u8 = 4;
 const TAG_ELEMENTS: u8 = 5;
+/// Text as tokens: never written (the index holds text as `Terms`), refused when read.
 const TAG_TEXT: u8 = 6;
+const TAG_TERMS: u8 = 7;
 
 fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
     let Some(v) = v else {
@@ -196,6 +200,10 @@ fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
                 TAG_STRINGS
             });
             e.bytes(s.as_raw());
+        }
+        IndexedValue::Terms(t) => {
+            e.u8(TAG_TERMS);
+            e.bytes(t.as_raw());
         }
         IndexedValue::Ints(x) => {
             e.u8(TAG_INTS);
@@ -223,26 +231,32 @@ fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
     }
 }
 
-/// Decodes dimension `dim`'s value, through `interner`; `elements` is scratch space.
+/// Decodes dimension `dim`'s value, through `interner`; `vocab_len`: per dimension, how
+/// many tokens its vocabulary numbers; `elements` is scratch space.
 fn decode_value(
     d: &mut Dec<'_>,
     dim: usize,
     interner: &SharedInterner,
+    vocab_len: &[usize],
     elements: &mut Vec<u32>,
 ) -> Result<Option<IndexedValue>, Corrupt> {
     let tag = d.u8()?;
     Ok(Some(match tag {
         0 => return Ok(None),
-        TAG_STRINGS | TAG_TEXT => {
+        TAG_STRINGS => {
             let raw = d.bytes()?;
-            let list = interner.list(dim, raw, || {
+            IndexedValue::Strings(interner.list(dim, raw, || {
                 StrList::from_raw(raw).ok_or(Corrupt("string list"))
-            })?;
-            if tag == TAG_TEXT {
-                IndexedValue::Text(list)
-            } else {
-                IndexedValue::Strings(list)
-            }
+            })?)
+        }
+        TAG_TERMS => {
+            let raw = d.bytes()?;
+            let words = vocab_len.get(dim).copied().unwrap_or(0);
+            IndexedValue::Terms(interner.terms(dim, raw, || {
+                TermList::from_raw(raw)
+                    .filter(|t| t.max().is_none_or(|n| (n as usize) < words))
+                    .ok_or(Corrupt("token numbers"))
+            })?)
         }
         TAG_INTS => {
             let n = d.count(8)?;
@@ -297,7 +311,12 @@ fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
     e.0
 }
 
-fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chunk, Corrupt> {
+fn decode_chunk(
+    b: &[u8],
+    dims: usize,
+    interner: &SharedInterner,
+    vocab_len: &[usize],
+) -> Result<Chunk, Corrupt> {
     let mut d = Dec(b);
     let mut docs: Vec<Option<Arc<Doc>>> = Vec::with_capacity(CHUNK);
     let mut elements = Vec::new();
@@ -310,7 +329,7 @@ fn decode_chunk(b: &[u8], dims: usize, interner: &SharedInterner) -> Result<Chun
             .map_err(|_| Corrupt("item id"))?
             .into();
         let values = (0..dims)
-            .map(|dim| decode_value(&mut d, dim, interner, &mut elements))
+            .map(|dim| decode_value(&mut d, dim, interner, vocab_len, &mut elements))
             .collect::<Result<_, _>>()?;
         docs.push(Some(Arc::new(Doc {
             id_key: eval::id_key(&id),
@@ -423,6 +442,19 @@ pub fn save(
         }
         write_block(&mut w, &e.0)?;
     }
+    for v in snap.vocab.iter() {
+        let mut e = Enc::default();
+        match v {
+            None => e.u8(0),
+            Some(v) => {
+                e.u8(1);
+                let v = v.read();
+                e.u32(v.all().len() as u32);
+                v.all().iter().for_each(|s| e.bytes(s.as_bytes()));
+            }
+        }
+        write_block(&mut w, &e.0)?;
+    }
     for batch in snap.chunks.chunks(CHUNK_BATCH) {
         let blocks: Vec<Vec<u8>> = batch.par_iter().map(|c| encode_chunk(c)).collect();
         for b in &blocks {
@@ -496,6 +528,23 @@ pub fn load<R: Read + Send>(
     let term_blocks = (0..ndims)
         .map(|_| r.block())
         .collect::<Result<Vec<_>, _>>()?;
+    let vocab = (0..ndims)
+        .map(|_| decode_vocab(&r.block()?))
+        .collect::<Result<Vec<_>, LoadError>>()?;
+    let text = |d: &discern_dimensions::Dimension| {
+        matches!(d.kind, discern_dimensions::DimensionKind::Text(_))
+    };
+    if vocab
+        .iter()
+        .zip(&dims.dims)
+        .any(|(v, d)| v.is_some() != text(d))
+    {
+        return Err(Corrupt("vocabulary").into());
+    }
+    let vocab_len: Vec<usize> = vocab
+        .iter()
+        .map(|v| v.as_ref().map_or(0, |v| v.len()))
+        .collect();
     let decode_terms = |b: Vec<u8>| {
         let mut d = Dec(&b);
         let t = match d.u8()? {
@@ -524,7 +573,7 @@ pub fn load<R: Read + Send>(
                 },
             )
         },
-        || load_docs(&mut r, nchunks, ndims, next, &live_docs, &free),
+        || load_docs(&mut r, nchunks, ndims, &vocab_len, next, &live_docs, &free),
     );
     let (postings, terms) = structures;
     let (postings, terms) = (postings?, terms?);
@@ -535,6 +584,7 @@ pub fn load<R: Read + Send>(
     let live = by_id.len();
     let snap = Snapshot {
         keys: crate::keys::numbers_for(&dims),
+        vocab: vocab.into(),
         spans: crate::unknown_spans(&dims),
         dims,
         chunks,
@@ -557,6 +607,24 @@ pub fn load<R: Read + Send>(
 
 type IdMap = FastMap<Arc<str>, u32>;
 
+/// A dimension's vocabulary block: `None` for a dimension that has none.
+fn decode_vocab(b: &[u8]) -> Result<Option<Arc<Numbering>>, LoadError> {
+    let mut d = Dec(b);
+    if d.u8()? == 0 {
+        d.done()?;
+        return Ok(None);
+    }
+    let n = d.count(8)?;
+    let mut strings: Vec<Arc<str>> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = std::str::from_utf8(d.bytes()?).map_err(|_| Corrupt("vocabulary"))?;
+        strings.push(s.into());
+    }
+    d.done()?;
+    let numbering = Numbering::from_strings(strings).ok_or(Corrupt("vocabulary"))?;
+    Ok(Some(Arc::new(numbering)))
+}
+
 /// The chunks, read in batches — a batch decoded (in parallel) while the next is read
 /// into the other set of buffers and the previous one's ids are mapped — the writer's
 /// id map and the interner of the keyword values the documents share. Checks that the
@@ -565,6 +633,7 @@ fn load_docs<R: Read + Send>(
     r: &mut BlockReader<R>,
     nchunks: usize,
     ndims: usize,
+    vocab_len: &[usize],
     next: u32,
     live_docs: &RoaringBitmap,
     free: &[u32],
@@ -608,7 +677,7 @@ fn load_docs<R: Read + Send>(
             || {
                 blocks
                     .par_iter()
-                    .map(|b| decode_chunk(b, ndims, &interner))
+                    .map(|b| decode_chunk(b, ndims, &interner, vocab_len))
                     .collect::<Result<Vec<Chunk>, _>>()
             },
             || -> Result<(), LoadError> {
@@ -711,6 +780,15 @@ mod tests {
             assert_eq!(
                 x.map(|d| (&d.id, d.id_key, &d.values)),
                 y.map(|d| (&d.id, d.id_key, &d.values))
+            );
+            for di in 0..a.dims.dims.len() {
+                assert_eq!(a.shown_value(n, di), b.shown_value(n, di));
+            }
+        }
+        for di in 0..a.dims.dims.len() {
+            assert_eq!(
+                a.vocab(di).map(|v| v.read().all().to_vec()),
+                b.vocab(di).map(|v| v.read().all().to_vec())
             );
         }
         assert_eq!(*a.live_docs, *b.live_docs);
@@ -825,7 +903,7 @@ mod tests {
     /// The text value (dimension 5) of document `n`, as the address of its bytes.
     fn text_at(snap: &Snapshot, n: u32) -> *const u8 {
         match snap.doc(n).and_then(|d| d.values[5].as_ref()) {
-            Some(IndexedValue::Text(l)) => l.as_raw().as_ptr(),
+            Some(IndexedValue::Terms(l)) => l.as_raw().as_ptr(),
             other => panic!("no text value: {other:?}"),
         }
     }
@@ -935,5 +1013,38 @@ mod tests {
         let mut b = blocks.clone();
         b[1][16] = 0; // `next` says no documents
         assert!(reload(&rebuild(&b), b"h").is_err());
+        // the text dimension's vocabulary (after the header, counts, live documents and
+        // six postings and six dictionary blocks: block 15 + 5) with a word fewer: the
+        // document's last token number has no word
+        let text_vocab = 3 + 2 * 6 + 5;
+        let vocab = decode_vocab(&blocks[text_vocab]).unwrap().unwrap();
+        let words = vocab.read().all().to_vec();
+        assert_eq!(words.len(), 3, "{words:?}");
+        let mut e = Enc::default();
+        e.u8(1);
+        e.u32(2);
+        words[..2].iter().for_each(|w| e.bytes(w.as_bytes()));
+        let mut b = blocks.clone();
+        b[text_vocab] = e.0;
+        assert!(matches!(
+            reload(&rebuild(&b), b"h"),
+            Err(LoadError::Corrupt(Corrupt("token numbers")))
+        ));
+        // a word twice, or a vocabulary for a dimension that is not text
+        let mut e = Enc::default();
+        e.u8(1);
+        e.u32(3);
+        [&words[0], &words[1], &words[0]]
+            .iter()
+            .for_each(|w| e.bytes(w.as_bytes()));
+        let mut b = blocks.clone();
+        b[text_vocab] = e.0;
+        assert!(reload(&rebuild(&b), b"h").is_err());
+        let mut b = blocks.clone();
+        b[text_vocab - 1] = b[text_vocab].clone();
+        assert!(matches!(
+            reload(&rebuild(&b), b"h"),
+            Err(LoadError::Corrupt(Corrupt("vocabulary")))
+        ));
     }
 }

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue};
 use imbl::OrdMap;
 
+use crate::numbering::{Numbered, Vocabularies};
 use crate::FastMap;
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
@@ -302,15 +303,19 @@ impl KeyBuf {
     }
 
     /// The keys of `value` (none when absent), sorted and distinct; `tree`: the
-    /// dimension's tree, when it is one.
-    fn fill(&mut self, value: Option<&IndexedValue>, tree: Option<&ElementSet>) {
+    /// dimension's tree, when it is one; `vocab`: its vocabulary, when it is text.
+    fn fill(
+        &mut self,
+        value: Option<&IndexedValue>,
+        tree: Option<&ElementSet>,
+        vocab: Option<&Numbered>,
+    ) {
         match value {
             Some(v) => {
-                self.fill_unsorted(v, tree);
-                if let IndexedValue::Text(fields) = v {
+                self.fill_unsorted(v, tree, vocab);
+                if let IndexedValue::Terms(terms) = v {
                     self.push_levels();
-                    for fi in 0..fields.groups() {
-                        let n = fields.group_range(fi).len();
+                    for (fi, n) in terms.group_lens().enumerate() {
                         if n > 0 {
                             let at = self.arena.len() as u32;
                             let key = text_length_key(fi, length_class(n));
@@ -332,7 +337,12 @@ impl KeyBuf {
     }
 
     /// The keys of `value` in value order, repeats included; no level keys.
-    fn fill_unsorted(&mut self, value: &IndexedValue, tree: Option<&ElementSet>) {
+    fn fill_unsorted(
+        &mut self,
+        value: &IndexedValue,
+        tree: Option<&ElementSet>,
+        vocab: Option<&Numbered>,
+    ) {
         self.arena.clear();
         self.spans.clear();
         let (arena, spans) = (&mut self.arena, &mut self.spans);
@@ -358,12 +368,17 @@ impl KeyBuf {
                     up = element(a).and_then(|el| el.parent);
                 }
             }),
-            IndexedValue::Text(fields) => {
-                for fi in 0..fields.groups() {
+            IndexedValue::Terms(terms) => {
+                for fi in 0..terms.groups() {
                     let f = (fi as u16).to_be_bytes();
-                    fields.group(fi).for_each(|t| push(&[&f, t.as_bytes()]));
+                    terms.group(fi).for_each(|n| {
+                        let token = vocab.and_then(|v| v.get(n)).unwrap_or_default();
+                        push(&[&f, token.as_bytes()])
+                    });
                 }
             }
+            // (the index holds text as `Terms`)
+            IndexedValue::Text(_) => {}
             IndexedValue::Points(ps) => ps.iter().for_each(|&(la, lo)| {
                 let (r, c) = cell(la, lo);
                 push(&[&cell_key(r, c)]);
@@ -427,6 +442,7 @@ fn bitmap_of_sorted(docs: &[u32]) -> RoaringBitmap {
 /// order; dimensions in parallel.
 pub(crate) fn build(
     dims: &Dimensions,
+    vocab: &Vocabularies,
     docs: &[(u32, &[Option<IndexedValue>])],
 ) -> (Postings, RoaringBitmap) {
     let per_dim: Vec<Option<Arc<DimPostings>>> = dims
@@ -444,19 +460,19 @@ pub(crate) fn build(
             };
             let mut kb = KeyBuf::new();
             let tree = tree_of(d).map(|t| &**t);
+            let vocab = vocab.get(di).and_then(|v| v.as_deref()).map(|v| v.read());
             let mut level_key = Vec::new();
             for &(n, values) in docs {
                 let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
                     continue;
                 };
                 has.push(n);
-                let text = matches!(v, IndexedValue::Text(_));
-                if let IndexedValue::Text(fields) = v {
-                    if stats.len() < fields.groups() {
-                        stats.resize(fields.groups(), (0, 0));
+                let text = matches!(v, IndexedValue::Terms(_));
+                if let IndexedValue::Terms(terms) = v {
+                    if stats.len() < terms.groups() {
+                        stats.resize(terms.groups(), (0, 0));
                     }
-                    for (fi, st) in stats.iter_mut().enumerate().take(fields.groups()) {
-                        let len = fields.group_range(fi).len();
+                    for (st, (fi, len)) in stats.iter_mut().zip(terms.group_lens().enumerate()) {
                         if len > 0 {
                             st.0 += len as u64;
                             st.1 += 1;
@@ -472,7 +488,7 @@ pub(crate) fn build(
                 }
                 // documents come in ascending order: a repeated key of this document
                 // is the last entry of its list already
-                kb.fill_unsorted(v, tree);
+                kb.fill_unsorted(v, tree, vocab.as_deref());
                 for i in 0..kb.len() {
                     let k = kb.get(i);
                     let level = match map.get_mut(k) {
@@ -594,10 +610,12 @@ pub(crate) struct PostingsDelta {
     bufs: (KeyBuf, KeyBuf),
     /// Per dimension, its tree when it is one (see `subtree_key`).
     trees: Vec<Option<Arc<ElementSet>>>,
+    /// Per text dimension, its vocabulary (the documents' token numbers' tokens).
+    vocab: Vocabularies,
 }
 
 impl PostingsDelta {
-    pub(crate) fn new(dims: &Dimensions) -> PostingsDelta {
+    pub(crate) fn new(dims: &Dimensions, vocab: Vocabularies) -> PostingsDelta {
         PostingsDelta {
             dims: dims
                 .dims
@@ -607,6 +625,7 @@ impl PostingsDelta {
             live: Delta::default(),
             bufs: (KeyBuf::new(), KeyBuf::new()),
             trees: dims.dims.iter().map(|d| tree_of(d).cloned()).collect(),
+            vocab,
         }
     }
 
@@ -642,12 +661,11 @@ impl PostingsDelta {
                 _ => {}
             }
             for (v, sign) in [(before, -1i64), (after, 1)] {
-                if let Some(IndexedValue::Text(fields)) = v {
-                    if dd.field_stats.len() < fields.groups() {
-                        dd.field_stats.resize(fields.groups(), (0, 0));
+                if let Some(IndexedValue::Terms(terms)) = v {
+                    if dd.field_stats.len() < terms.groups() {
+                        dd.field_stats.resize(terms.groups(), (0, 0));
                     }
-                    for fi in 0..fields.groups() {
-                        let n = fields.group_range(fi).len();
+                    for (fi, n) in terms.group_lens().enumerate() {
                         if n > 0 {
                             dd.field_stats[fi].0 += sign * n as i64;
                             dd.field_stats[fi].1 += sign;
@@ -656,8 +674,13 @@ impl PostingsDelta {
                 }
             }
             let tree = self.trees.get(di).and_then(|t| t.as_deref());
-            ob.fill(before, tree);
-            nb.fill(after, tree);
+            let vocab = self
+                .vocab
+                .get(di)
+                .and_then(|v| v.as_deref())
+                .map(|v| v.read());
+            ob.fill(before, tree, vocab.as_deref());
+            nb.fill(after, tree, vocab.as_deref());
             // merge walk over the two sorted key lists
             let (mut i, mut j) = (0, 0);
             while i < ob.len() || j < nb.len() {
@@ -952,7 +975,7 @@ mod tests {
             let mut docs: std::collections::HashMap<u32, Vec<Option<IndexedValue>>> =
                 std::collections::HashMap::new();
             for step in steps {
-                let mut delta = PostingsDelta::new(&d);
+                let mut delta = PostingsDelta::new(&d, crate::numbering::vocabularies_for(&d));
                 for (doc, val) in step {
                     let old = docs.get(&doc).cloned();
                     let new = val.map(|ws| {
@@ -984,7 +1007,7 @@ mod tests {
             let mut sorted: Vec<(u32, &[Option<IndexedValue>])> =
                 docs.iter().map(|(d, v)| (*d, v.as_slice())).collect();
             sorted.sort_by_key(|x| x.0);
-            let (built, built_live) = build(&d, &sorted);
+            let (built, built_live) = build(&d, &crate::numbering::vocabularies_for(&d), &sorted);
             let b = built[0].as_ref().unwrap();
             prop_assert_eq!(&built_live, &*live);
             prop_assert_eq!(&*b.has, &*p.has);

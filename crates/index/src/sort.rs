@@ -199,6 +199,11 @@ fn row_key(
             Some(KeyVal::Str(chosen.to_string()))
         }
         IndexedValue::Text(_) => v.joined_tokens().map(KeyVal::Str),
+        IndexedValue::Terms(terms) => {
+            let vocab = snap.vocab(dim)?.read();
+            let tokens: Vec<&str> = terms.iter().filter_map(|n| vocab.get(n)).collect();
+            Some(KeyVal::Str(tokens.join(" ")))
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use levenshtein_automata::{Distance, DFA, SINK_STATE};
 use rayon::prelude::*;
 
 use crate::fuzzy::{builder, lev2, ExactThenLev, FirstHalfLev, Lev};
+use crate::numbering::Numbered;
 use crate::{FastMap, Snapshot};
 
 /// One apply changing more terms than this folds the overlay into the base at once.
@@ -51,18 +52,27 @@ pub fn has_terms(kind: &DimensionKind) -> bool {
     matches!(kind, DimensionKind::Text(_) | DimensionKind::Keyword)
 }
 
-/// Every term of a value, repeats included.
-fn each_term<'a>(v: Option<&'a IndexedValue>, f: impl FnMut(&'a str)) {
+/// Every term of a value, repeats included; `vocab`: the dimension's vocabulary, when it
+/// is a text dimension.
+fn each_term<'a>(v: Option<&'a IndexedValue>, vocab: Option<&'a Numbered>, f: impl FnMut(&'a str)) {
     match v {
         Some(IndexedValue::Strings(s)) | Some(IndexedValue::Text(s)) => s.iter().for_each(f),
+        Some(IndexedValue::Terms(t)) => {
+            if let Some(vocab) = vocab {
+                t.iter().filter_map(|n| vocab.get(n)).for_each(f)
+            }
+        }
         _ => {}
     }
 }
 
 /// The distinct terms of one indexed value, sorted.
-pub(crate) fn value_terms(v: Option<&IndexedValue>) -> Vec<&str> {
+pub(crate) fn value_terms<'a>(
+    v: Option<&'a IndexedValue>,
+    vocab: Option<&'a Numbered>,
+) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
-    each_term(v, |t| out.push(t));
+    each_term(v, vocab, |t| out.push(t));
     out.sort_unstable();
     out.dedup();
     out
@@ -628,6 +638,8 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
             if !has_terms(&d.kind) {
                 return None;
             }
+            let vocab = snap.vocab(di).map(|v| v.read());
+            let vocab = vocab.as_deref();
             let counts = snap
                 .chunks()
                 .par_iter()
@@ -640,7 +652,7 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
                         for (i, doc) in chunk.docs.iter().enumerate() {
                             let Some(doc) = doc else { continue };
                             let n = (c * crate::CHUNK + i) as u32;
-                            each_term(doc.values[di].as_ref(), |t| {
+                            each_term(doc.values[di].as_ref(), vocab, |t| {
                                 let e = acc.entry(t).or_insert((0, u32::MAX));
                                 if e.1 != n {
                                     *e = (e.0 + 1, n);

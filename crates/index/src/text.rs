@@ -40,7 +40,7 @@ pub(crate) fn field_length(
 ) -> usize {
     cols.and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, field))
         .or_else(|| match snap.doc(doc)?.values.get(dim)?.as_ref()? {
-            IndexedValue::Text(toks) => Some(toks.group(field).count()),
+            IndexedValue::Terms(terms) => Some(terms.group_len(field)),
             _ => None,
         })
         .unwrap_or(0)
@@ -544,7 +544,7 @@ impl TextMatcher {
         let (idfs, stats, weights, wsum) = (&g.idfs, &g.stats, &g.weights, g.wsum);
         let nt = self.n_terms;
         let row = || match snap.doc(doc)?.values.get(dim)?.as_ref()? {
-            IndexedValue::Text(toks) => Some(toks),
+            IndexedValue::Terms(terms) => Some((terms, snap.vocab(dim)?.read())),
             _ => None,
         };
         let mut score = 0.0;
@@ -569,8 +569,11 @@ impl TextMatcher {
             if from_row {
                 row_tf.clear();
                 row_tf.resize(nt, 0);
-                if let Some(toks) = row() {
-                    self.count_row(toks.group(fq.index), fq, &mut row_tf);
+                if let Some((terms, vocab)) = row() {
+                    let tokens = terms
+                        .group(fq.index)
+                        .map(|n| vocab.get(n).unwrap_or_default());
+                    self.count_row(tokens, fq, &mut row_tf);
                 }
             }
             let tf_of = |t: usize| if from_row { row_tf[t] } else { tf[t] as u32 };
@@ -719,7 +722,8 @@ mod tests {
             })
             .collect();
         let wsum: f64 = weights.iter().sum();
-        let Some(IndexedValue::Text(toks)) = snap.doc(doc)?.values.get(dim)?.as_ref() else {
+        let shown = snap.shown_value(doc, dim)?;
+        let IndexedValue::Text(toks) = &*shown else {
             return None;
         };
         let (mut score, mut contained, mut n_in) = (0.0, vec![false; nt], 0);

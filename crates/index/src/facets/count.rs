@@ -219,21 +219,27 @@ fn counts_by(
         (DimensionKind::Keyword | DimensionKind::GroupBy, _) => {
             key_counts(snap, di, counted, keep, &mut counts)
         }
-        // text: each distinct token of a document's value, from its row
+        // text: each distinct token of a document's value, from its row's numbers
         _ => {
-            let mut by: HashMap<&str, usize> = HashMap::new();
-            let mut tokens: Vec<&str> = Vec::new();
+            let mut by: HashMap<u32, usize> = HashMap::new();
+            let mut tokens: Vec<u32> = Vec::new();
             for d in &counted.set {
                 let value = snap.doc(d).and_then(|d| d.values.get(di)?.as_ref());
-                if let Some(IndexedValue::Text(fields)) = value {
+                if let Some(IndexedValue::Terms(terms)) = value {
                     tokens.clear();
-                    tokens.extend(fields.iter());
+                    tokens.extend(terms.iter());
                     tokens.sort_unstable();
                     tokens.dedup();
-                    tokens.iter().for_each(|t| *by.entry(t).or_default() += 1);
+                    tokens.iter().for_each(|&t| *by.entry(t).or_default() += 1);
                 }
             }
-            counts.extend(by.into_iter().map(|(k, n)| (k.to_string(), n)));
+            if let Some(vocab) = snap.vocab(di) {
+                let vocab = vocab.read();
+                counts.extend(
+                    by.into_iter()
+                        .filter_map(|(t, n)| Some((vocab.get(t)?.to_string(), n))),
+                );
+            }
         }
     }
     (counts, None)
@@ -267,7 +273,7 @@ fn key_counts(
     );
     let mut found = slots.found();
     keep_largest(&mut found, keep);
-    let keys = numbers.keys(found.iter().map(|(k, _)| *k));
+    let keys = numbers.strings(found.iter().map(|(k, _)| *k));
     counts.extend(
         keys.iter()
             .zip(&found)

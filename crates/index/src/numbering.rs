@@ -1,0 +1,188 @@
+//! Strings as numbers, numbered in the order first met: a keyword dimension's keys
+//! (for facet counting, `keys.rs`) and a text dimension's vocabulary (its documents'
+//! tokens are held as these numbers, `TermList`). A numbering is shared by every
+//! snapshot of one dimensions document and only ever appended to, so a number means the
+//! same string in every column and row holding it, whichever snapshot made it. A
+//! string no document holds any more keeps its number until the dimensions change or
+//! the engine restarts from a rebuilt index.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use discern_dimensions::{DimensionKind, Dimensions, StrList, TermList, TermListBuilder};
+
+use crate::FastMap;
+
+#[derive(Default)]
+pub(crate) struct Numbering {
+    numbered: RwLock<Numbered>,
+}
+
+#[derive(Default)]
+pub(crate) struct Numbered {
+    by_string: FastMap<Arc<str>, u32>,
+    strings: Vec<Arc<str>>,
+}
+
+/// Per dimension, its vocabulary if it is a text dimension.
+pub(crate) type Vocabularies = Arc<[Option<Arc<Numbering>>]>;
+
+/// Per text dimension, a vocabulary numbering nothing yet (`None` for the others).
+pub(crate) fn vocabularies_for(dims: &Dimensions) -> Vocabularies {
+    dims.dims
+        .iter()
+        .map(|d| matches!(d.kind, DimensionKind::Text(_)).then(|| Arc::new(Numbering::default())))
+        .collect()
+}
+
+impl Numbering {
+    /// A numbering of `strings`, numbered in that order (a saved vocabulary read back);
+    /// `None` if a string repeats.
+    pub(crate) fn from_strings(strings: Vec<Arc<str>>) -> Option<Numbering> {
+        let mut by_string = FastMap::default();
+        by_string.reserve(strings.len());
+        for (n, s) in strings.iter().enumerate() {
+            if by_string.insert(s.clone(), n as u32).is_some() {
+                return None;
+            }
+        }
+        Some(Numbering {
+            numbered: RwLock::new(Numbered { by_string, strings }),
+        })
+    }
+
+    /// How many strings have a number (every number is below this).
+    pub(crate) fn len(&self) -> usize {
+        self.read().strings.len()
+    }
+
+    /// The strings numbered `ns`, in that order.
+    pub(crate) fn strings(&self, ns: impl Iterator<Item = u32>) -> Vec<Arc<str>> {
+        let numbered = self.read();
+        ns.filter_map(|n| numbered.strings.get(n as usize).cloned())
+            .collect()
+    }
+
+    /// The numbers of `strings`, each string numbered when first met.
+    pub(crate) fn number<'k>(&self, strings: impl Iterator<Item = &'k str> + Clone) -> Vec<u32> {
+        const UNSEEN: u32 = u32::MAX;
+        let mut out: Vec<u32> = {
+            let numbered = self.read();
+            strings
+                .clone()
+                .map(|k| numbered.by_string.get(k).copied().unwrap_or(UNSEEN))
+                .collect()
+        };
+        if out.contains(&UNSEEN) {
+            let mut numbered = self.write();
+            for (n, k) in out.iter_mut().zip(strings) {
+                if *n == UNSEEN {
+                    *n = numbered.number(k);
+                }
+            }
+        }
+        out
+    }
+
+    /// A text value's tokens (`fields`, one group per field) as numbers, each token
+    /// numbered when first met.
+    pub(crate) fn number_text(&self, fields: &StrList) -> TermList {
+        let groups = fields.groups();
+        let numbers = self.number(fields.iter());
+        let mut b = TermListBuilder::default();
+        let mut numbers = numbers.into_iter();
+        for g in 0..groups {
+            for n in numbers.by_ref().take(fields.group_range(g).len()) {
+                b.push(n);
+            }
+            b.end_group();
+        }
+        b.finish()
+    }
+
+    /// Rough bytes held: each string, its map entry and its place in the list.
+    pub(crate) fn bytes(&self) -> usize {
+        self.read().strings.iter().map(|s| s.len() + 64).sum()
+    }
+
+    /// The numbering as it stands, for many lookups under one lock.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Numbered> {
+        // a panic while numbering leaves every number it gave valid: the lock's poison
+        // says nothing about the data
+        self.numbered.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Numbered> {
+        self.numbered.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Numbered {
+    fn number(&mut self, s: &str) -> u32 {
+        if let Some(&n) = self.by_string.get(s) {
+            return n;
+        }
+        let n = self.strings.len() as u32;
+        let s: Arc<str> = s.into();
+        self.by_string.insert(s.clone(), n);
+        self.strings.push(s);
+        n
+    }
+
+    /// The string numbered `n`.
+    pub(crate) fn get(&self, n: u32) -> Option<&str> {
+        self.strings.get(n as usize).map(|s| &**s)
+    }
+
+    /// Every string, in number order.
+    pub(crate) fn all(&self) -> &[Arc<str>] {
+        &self.strings
+    }
+
+    /// A text value's numbers (`terms`) as its tokens again, one group per field.
+    pub(crate) fn tokens(&self, terms: &TermList) -> StrList {
+        let mut b = discern_dimensions::StrListBuilder::default();
+        for g in 0..terms.groups() {
+            terms
+                .group(g)
+                .for_each(|n| b.push(self.get(n).unwrap_or_default()));
+            b.end_group();
+        }
+        b.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_string_keeps_its_number() {
+        let numbers = Numbering::default();
+        assert_eq!(numbers.number(["b", "a", "b"].into_iter()), [0, 1, 0]);
+        assert_eq!(numbers.number(["a", "c"].into_iter()), [1, 2]);
+        assert_eq!(numbers.len(), 3);
+        assert_eq!(
+            numbers.strings([2, 0].into_iter()),
+            [Arc::<str>::from("c"), Arc::from("b")]
+        );
+        assert_eq!(numbers.read().get(2), Some("c"));
+        assert_eq!(numbers.read().get(3), None);
+    }
+
+    #[test]
+    fn text_reads_back_as_its_tokens() {
+        let vocab = Numbering::default();
+        let mut b = discern_dimensions::StrListBuilder::default();
+        for g in [&["the", "red", "door"][..], &[], &["red", "red"]] {
+            g.iter().for_each(|t| b.push(t));
+            b.end_group();
+        }
+        let fields = b.finish();
+        let terms = vocab.number_text(&fields);
+        assert_eq!(format!("{terms:?}"), "[[0, 1, 2], [], [1, 1]]");
+        assert_eq!(vocab.read().tokens(&terms), fields);
+        let again = Numbering::from_strings(vocab.read().all().to_vec());
+        assert_eq!(again.map(|v| v.read().tokens(&terms)), Some(fields));
+        assert!(Numbering::from_strings(vec!["a".into(), "a".into()]).is_none());
+    }
+}
