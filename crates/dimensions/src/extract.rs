@@ -1,28 +1,34 @@
 //! Value extraction (SPEC §6.2): from an item's record to the values a dimension indexes.
 
-use std::sync::Arc;
-
 use discern_model::{Record, Value};
 
 use crate::doc::{Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec};
+use crate::many::Many;
 use crate::strlist::{StrList, StrListBuilder};
 use crate::termlist::TermList;
 use crate::time::{format_iso, parse_time};
 use crate::zip;
 
-/// What one dimension indexes for one item.
+/// What one dimension indexes for one item. Two words: the index holds one per
+/// dimension per document, so every list is behind a one-word pointer (`Many`,
+/// `StrList`, `TermList`) and a lone number is held in place.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexedValue {
     /// keyword, groupBy (case folded when the dimension ignores case)
     Strings(StrList),
-    /// integer, long, time (epoch ms)
-    Ints(Box<[i64]>),
-    Doubles(Box<[f64]>),
+    /// integer, long, time (epoch ms): one value
+    Int(i64),
+    /// integer, long, time: several values (never one: that is `Int`, see `from_ints`)
+    Ints(Many<i64>),
+    /// double: one value
+    Double(f64),
+    /// double: several values (never one: `Double`, see `from_doubles`)
+    Doubles(Many<f64>),
     /// (lat, lon)
-    Points(Box<[(f64, f64)]>),
+    Points(Many<(f64, f64)>),
     /// tree, ordered, mutex: the elements the raw values tag directly (shared: equal
     /// lists are interned by the index)
-    Elements(Arc<[u32]>),
+    Elements(Many<u32>),
     /// text: analysed tokens, one group per field in the dimension's field order
     Text(StrList),
     /// text as the index holds it: `Text`'s tokens as numbers of the dimension's
@@ -31,6 +37,48 @@ pub enum IndexedValue {
 }
 
 impl IndexedValue {
+    /// Integer values: `Int` for one, else `Ints`.
+    pub fn from_ints(xs: Vec<i64>) -> IndexedValue {
+        match xs[..] {
+            [x] => IndexedValue::Int(x),
+            _ => IndexedValue::Ints(xs.into()),
+        }
+    }
+
+    /// Double values: `Double` for one, else `Doubles`.
+    pub fn from_doubles(xs: Vec<f64>) -> IndexedValue {
+        match xs[..] {
+            [x] => IndexedValue::Double(x),
+            _ => IndexedValue::Doubles(xs.into()),
+        }
+    }
+
+    /// The values of an integer, long or time dimension.
+    #[inline]
+    pub fn ints(&self) -> Option<&[i64]> {
+        match self {
+            IndexedValue::Int(x) => Some(std::slice::from_ref(x)),
+            IndexedValue::Ints(xs) => Some(xs),
+            _ => None,
+        }
+    }
+
+    /// The values of a double dimension.
+    #[inline]
+    pub fn doubles(&self) -> Option<&[f64]> {
+        match self {
+            IndexedValue::Double(x) => Some(std::slice::from_ref(x)),
+            IndexedValue::Doubles(xs) => Some(xs),
+            _ => None,
+        }
+    }
+
+    /// The values of a numeric dimension as doubles (integers converted), in order.
+    pub fn numbers(&self) -> impl Iterator<Item = f64> + '_ {
+        let ints = self.ints().unwrap_or_default().iter().map(|&x| x as f64);
+        ints.chain(self.doubles().unwrap_or_default().iter().copied())
+    }
+
     /// Text: every field's analysed tokens joined by single spaces (SPEC §6.4).
     pub fn joined_tokens(&self) -> Option<String> {
         match self {
@@ -42,6 +90,7 @@ impl IndexedValue {
     pub fn is_empty(&self) -> bool {
         match self {
             IndexedValue::Strings(v) => v.is_empty(),
+            IndexedValue::Int(_) | IndexedValue::Double(_) => false,
             IndexedValue::Ints(v) => v.is_empty(),
             IndexedValue::Doubles(v) => v.is_empty(),
             IndexedValue::Points(v) => v.is_empty(),
@@ -178,7 +227,7 @@ fn extract_numeric(
                     None => *errors += 1,
                 }
             });
-            IndexedValue::Doubles(out.into())
+            IndexedValue::from_doubles(out)
         }
         _ => {
             let mut out = Vec::new();
@@ -207,7 +256,7 @@ fn extract_numeric(
                     None => *errors += 1,
                 }
             });
-            IndexedValue::Ints(out.into())
+            IndexedValue::from_ints(out)
         }
     }
 }
@@ -330,7 +379,8 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
         IndexedValue::Strings(s) => {
             one_or_many(s.iter().map(|x| J::String(x.to_string())).collect())
         }
-        IndexedValue::Ints(xs) => {
+        IndexedValue::Int(_) | IndexedValue::Ints(_) => {
+            let xs = v.ints().unwrap_or_default();
             let time = matches!(
                 &dim.kind,
                 DimensionKind::Numeric(NumericSpec {
@@ -350,7 +400,10 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
                     .collect(),
             )
         }
-        IndexedValue::Doubles(xs) => one_or_many(xs.iter().map(|x| J::from(*x)).collect()),
+        IndexedValue::Double(_) | IndexedValue::Doubles(_) => {
+            let xs = v.doubles().unwrap_or_default();
+            one_or_many(xs.iter().map(|x| J::from(*x)).collect())
+        }
         IndexedValue::Points(ps) => one_or_many(
             ps.iter()
                 .map(|(a, b)| J::String(format!("{a},{b}")))
@@ -386,6 +439,21 @@ pub fn to_json(dim: &Dimension, v: &IndexedValue) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_two_words() {
+        // the index holds one per dimension per document
+        assert_eq!(std::mem::size_of::<Option<IndexedValue>>(), 16);
+        assert_eq!(IndexedValue::from_ints(vec![7]), IndexedValue::Int(7));
+        assert_eq!(
+            IndexedValue::from_doubles(vec![0.5]),
+            IndexedValue::Double(0.5)
+        );
+        let two = IndexedValue::from_ints(vec![7, 8]);
+        assert_eq!(two.ints(), Some(&[7, 8][..]));
+        assert_eq!(two.numbers().collect::<Vec<_>>(), [7.0, 8.0]);
+        assert_eq!(IndexedValue::Double(0.5).ints(), None);
+    }
     use crate::Dimensions;
 
     fn rec(pairs: &[(&str, Value)]) -> Record {
@@ -406,7 +474,7 @@ mod tests {
         let get = |dim: &str, r: &Record| extract(d.get(dim).unwrap(), r).value;
         assert_eq!(
             get("bedroom", &rec(&[("bedroom", s("3.0"))])),
-            Some(IndexedValue::Ints([3].into()))
+            Some(IndexedValue::Int(3))
         );
         assert_eq!(get("bedroom", &rec(&[("bedroom", s("25"))])), None);
         assert_eq!(get("floor", &rec(&[("floor", s("0"))])), None);
@@ -415,7 +483,7 @@ mod tests {
                 "rooms",
                 &rec(&[("details", Value::Struct(vec![("rooms".into(), s("3"))]))])
             ),
-            Some(IndexedValue::Ints([3].into()))
+            Some(IndexedValue::Int(3))
         );
         let g = get("geo", &rec(&[("geo", s("39.25,-75.5"))]));
         assert_eq!(g, Some(IndexedValue::Points([(39.25, -75.5)].into())));

@@ -5,6 +5,7 @@ pub mod analysis;
 mod doc;
 pub mod extract;
 pub mod interval;
+pub mod many;
 pub mod strlist;
 pub mod termlist;
 pub mod time;
@@ -18,5 +19,6 @@ pub use doc::{
 pub use doc::{MAX_TEXT_FIELDS, TYPE_NAMES};
 pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
 pub use interval::Interval;
+pub use many::Many;
 pub use strlist::{StrList, StrListBuilder};
 pub use termlist::{TermList, TermListBuilder};

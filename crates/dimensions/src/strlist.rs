@@ -4,8 +4,8 @@
 //! shared: documents with equal keyword values can hold one list (the index interns
 //! them), and a clone costs a reference count.
 
+use crate::many::Many;
 use std::fmt;
-use std::sync::Arc;
 
 /// Strings back to back in one buffer, optionally split into consecutive groups (a
 /// text dimension's fields).
@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// where a group end is the index one past the group's last string and a string's end
 /// is its byte offset, within `bytes`, one past its last byte.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct StrList(Arc<[u8]>);
+pub struct StrList(Many<u8>);
 
 impl Default for StrList {
     fn default() -> StrList {
@@ -121,12 +121,12 @@ impl StrList {
     /// This list's share of the bytes it holds on the heap: `heap_bytes` divided among
     /// the lists sharing them.
     pub fn heap_bytes_share(&self) -> usize {
-        self.0.len() / Arc::strong_count(&self.0)
+        self.0.len() / self.0.share_count()
     }
 
     /// Whether another list shares this one's allocation.
     pub fn is_shared(&self) -> bool {
-        Arc::strong_count(&self.0) > 1
+        self.0.is_shared()
     }
 
     /// The list's encoding (see the type's layout), for `from_raw`.
@@ -166,7 +166,7 @@ impl StrList {
             }
             start = end;
         }
-        (start == bytes.len()).then(|| StrList(Arc::from(b)))
+        (start == bytes.len()).then(|| StrList(b.into()))
     }
 }
 
@@ -289,7 +289,7 @@ impl StrListBuilder {
         self.group_ends.clear();
         self.ends.clear();
         self.bytes.clear();
-        StrList(Arc::from(out))
+        StrList(out.into())
     }
 }
 

@@ -4,15 +4,15 @@
 //! integers. At a million generated listings a description's ~50 tokens take ~90 bytes
 //! this way, where their strings and offsets (`StrList`) took ~500.
 
+use crate::many::Many;
 use std::fmt;
-use std::sync::Arc;
 
 /// Token numbers in groups (one per field of the text dimension).
 ///
 /// Layout, every integer LEB128: `[groups]`, then per group `[tokens][bytes]` (how many
 /// numbers it holds and how many bytes they take), then the groups' numbers back to back.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct TermList(Arc<[u8]>);
+pub struct TermList(Many<u8>);
 
 /// Reads one LEB128 integer at `*at`, moving `*at` past it; `None` past the end or for
 /// an integer longer than a `u32`.
@@ -127,12 +127,12 @@ impl TermList {
     /// This list's share of the bytes it holds on the heap: its encoding divided among
     /// the lists sharing it.
     pub fn heap_bytes_share(&self) -> usize {
-        self.0.len() / Arc::strong_count(&self.0)
+        self.0.len() / self.0.share_count()
     }
 
     /// Whether another list shares this one's allocation.
     pub fn is_shared(&self) -> bool {
-        Arc::strong_count(&self.0) > 1
+        self.0.is_shared()
     }
 
     /// The list's encoding (see the type's layout), for `from_raw`.
@@ -160,7 +160,7 @@ impl TermList {
             }
             at = end;
         }
-        (at == b.len()).then(|| TermList(Arc::from(b)))
+        (at == b.len()).then(|| TermList(b.into()))
     }
 }
 
@@ -277,7 +277,7 @@ impl TermListBuilder {
         self.bytes.clear();
         self.open = 0;
         self.open_at = 0;
-        TermList(Arc::from(out))
+        TermList(out.into())
     }
 }
 

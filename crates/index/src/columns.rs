@@ -161,10 +161,8 @@ pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
 
 /// Calls `f` on every number of a numeric value (integers as doubles).
 pub(crate) fn for_each_number(value: Option<&IndexedValue>, mut f: impl FnMut(f64)) {
-    match value {
-        Some(IndexedValue::Ints(xs)) => xs.iter().for_each(|&x| f(x as f64)),
-        Some(IndexedValue::Doubles(xs)) => xs.iter().for_each(|&x| f(x)),
-        _ => {}
+    if let Some(v) = value {
+        v.numbers().for_each(&mut f);
     }
 }
 

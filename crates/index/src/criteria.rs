@@ -673,15 +673,13 @@ impl Leaf {
                 }
             }
             (Matcher::Elements { .. }, IndexedValue::Elements(item)) => self.elements_rule(item),
-            (Matcher::Numeric { set, scale }, v) => match v {
-                IndexedValue::Ints(xs) => {
-                    self.numeric_rule(set, *scale, ctx, xs.iter().map(|x| *x as f64))
-                }
-                IndexedValue::Doubles(xs) => {
-                    self.numeric_rule(set, *scale, ctx, xs.iter().copied())
-                }
-                _ => (false, 0.0),
-            },
+            (
+                Matcher::Numeric { set, scale },
+                IndexedValue::Int(_)
+                | IndexedValue::Ints(_)
+                | IndexedValue::Double(_)
+                | IndexedValue::Doubles(_),
+            ) => self.numeric_rule(set, *scale, ctx, value.numbers()),
             (Matcher::Text(t), IndexedValue::Terms(_)) => {
                 t.eval(doc, self.exact_rel, self.fuzzy_rel)
             }

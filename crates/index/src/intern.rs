@@ -12,9 +12,9 @@
 use std::borrow::Borrow;
 use std::convert::Infallible;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use discern_dimensions::{IndexedValue, StrList, TermList};
+use discern_dimensions::{IndexedValue, Many, StrList, TermList};
 
 /// Lookups per dimension between two checks of the share of hits.
 const WINDOW: u32 = 65_536;
@@ -27,7 +27,7 @@ pub(crate) struct Interner {
     /// Per dimension: string lists (keyword, text) and element lists (tree, ordered,
     /// mutex); a dimension uses one of the two.
     lists: Vec<DimInterner<StrList>>,
-    elements: Vec<DimInterner<Arc<[u32]>>>,
+    elements: Vec<DimInterner<Many<u32>>>,
     /// Per text dimension: its values' token numbers.
     terms: Vec<DimInterner<TermList>>,
 }
@@ -49,9 +49,9 @@ impl Shareable for TermList {
     }
 }
 
-impl Shareable for Arc<[u32]> {
+impl Shareable for Many<u32> {
     fn is_shared(&self) -> bool {
-        Arc::strong_count(self) > 1
+        Many::is_shared(self)
     }
 }
 
@@ -108,7 +108,7 @@ impl Interner {
 /// fragmented: the heap shrank, the resident set did not).
 pub(crate) struct SharedInterner {
     lists: Vec<Mutex<DimInterner<StrList>>>,
-    elements: Vec<Mutex<DimInterner<Arc<[u32]>>>>,
+    elements: Vec<Mutex<DimInterner<Many<u32>>>>,
     terms: Vec<Mutex<DimInterner<TermList>>>,
 }
 
@@ -161,7 +161,7 @@ impl SharedInterner {
     }
 
     /// The element list of dimension `dim` equal to `raw`: the one held, else a copy.
-    pub(crate) fn elements(&self, dim: usize, raw: &[u32]) -> Arc<[u32]> {
+    pub(crate) fn elements(&self, dim: usize, raw: &[u32]) -> Many<u32> {
         let Ok(held) =
             shared_get_or_make(&self.elements, dim, raw, || Ok::<_, Infallible>(raw.into()));
         held
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn repeated_values_share_one_allocation() {
         let mut i = Interner::default();
-        let mut a = vec![strings("x"), None, Some(IndexedValue::Ints(Box::new([1])))];
+        let mut a = vec![strings("x"), None, Some(IndexedValue::Int(1))];
         let mut b = vec![strings("x"), strings("y"), None];
         i.intern(&mut a);
         i.intern(&mut b);

@@ -583,10 +583,12 @@ impl Snapshot {
             total += match v {
                 IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes_share(),
                 IndexedValue::Terms(t) => t.heap_bytes_share(),
-                IndexedValue::Points(p) => std::mem::size_of_val(&**p),
-                IndexedValue::Ints(x) => std::mem::size_of_val(&**x),
-                IndexedValue::Doubles(x) => std::mem::size_of_val(&**x),
-                IndexedValue::Elements(x) => std::mem::size_of_val(&**x) / Arc::strong_count(x),
+                // (a list's length and reference count sit beside its items)
+                IndexedValue::Points(p) => 16 + std::mem::size_of_val(&**p),
+                IndexedValue::Int(_) | IndexedValue::Double(_) => 0,
+                IndexedValue::Ints(x) => 16 + std::mem::size_of_val(&**x),
+                IndexedValue::Doubles(x) => 16 + std::mem::size_of_val(&**x),
+                IndexedValue::Elements(x) => (16 + std::mem::size_of_val(&**x)) / x.share_count(),
             };
         }
         total

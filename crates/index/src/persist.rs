@@ -205,12 +205,14 @@ fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
             e.u8(TAG_TERMS);
             e.bytes(t.as_raw());
         }
-        IndexedValue::Ints(x) => {
+        IndexedValue::Int(_) | IndexedValue::Ints(_) => {
+            let x = v.ints().unwrap_or_default();
             e.u8(TAG_INTS);
             e.u32(x.len() as u32);
             x.iter().for_each(|&x| e.u64(x as u64));
         }
-        IndexedValue::Doubles(x) => {
+        IndexedValue::Double(_) | IndexedValue::Doubles(_) => {
+            let x = v.doubles().unwrap_or_default();
             e.u8(TAG_DOUBLES);
             e.u32(x.len() as u32);
             x.iter().for_each(|&x| e.u64(x.to_bits()));
@@ -260,7 +262,7 @@ fn decode_value(
         }
         TAG_INTS => {
             let n = d.count(8)?;
-            IndexedValue::Ints(
+            IndexedValue::from_ints(
                 (0..n)
                     .map(|_| d.u64().map(|x| x as i64))
                     .collect::<Result<_, _>>()?,
@@ -268,7 +270,7 @@ fn decode_value(
         }
         TAG_DOUBLES => {
             let n = d.count(8)?;
-            IndexedValue::Doubles(
+            IndexedValue::from_doubles(
                 (0..n)
                     .map(|_| d.u64().map(f64::from_bits))
                     .collect::<Result<_, _>>()?,
@@ -279,7 +281,8 @@ fn decode_value(
             IndexedValue::Points(
                 (0..n)
                     .map(|_| Ok((f64::from_bits(d.u64()?), f64::from_bits(d.u64()?))))
-                    .collect::<Result<_, Corrupt>>()?,
+                    .collect::<Result<Vec<_>, Corrupt>>()?
+                    .into(),
             )
         }
         TAG_ELEMENTS => {

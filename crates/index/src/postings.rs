@@ -383,8 +383,10 @@ impl KeyBuf {
                 let (r, c) = cell(la, lo);
                 push(&[&cell_key(r, c)]);
             }),
-            IndexedValue::Ints(xs) => xs.iter().for_each(|&x| push(&[&numeric_key(x as f64)])),
-            IndexedValue::Doubles(xs) => xs.iter().for_each(|&x| push(&[&numeric_key(x)])),
+            IndexedValue::Int(_)
+            | IndexedValue::Ints(_)
+            | IndexedValue::Double(_)
+            | IndexedValue::Doubles(_) => value.numbers().for_each(|x| push(&[&numeric_key(x)])),
         }
     }
 
@@ -980,8 +982,8 @@ mod tests {
                     let old = docs.get(&doc).cloned();
                     let new = val.map(|ws| {
                         let vs: Vec<&str> = ws.iter().map(|&i| words[i]).collect();
-                        let ns: Box<[i64]> = ws.iter().map(|&i| i as i64 * 1000 - 2000).collect();
-                        vec![kw(&vs), (!ns.is_empty()).then_some(IndexedValue::Ints(ns))]
+                        let ns: Vec<i64> = ws.iter().map(|&i| i as i64 * 1000 - 2000).collect();
+                        vec![kw(&vs), (!ns.is_empty()).then(|| IndexedValue::from_ints(ns))]
                     });
                     delta.change(doc, old.as_deref(), new.as_deref());
                     match new {
@@ -1020,7 +1022,7 @@ mod tests {
             for i in 0..5i64 {
                 let x = i * 1000 - 2000;
                 let want: RoaringBitmap = docs.iter()
-                    .filter(|(_, v)| matches!(&v[1], Some(IndexedValue::Ints(xs)) if xs.contains(&x)))
+                    .filter(|(_, v)| v[1].as_ref().and_then(|v| v.ints()).is_some_and(|xs| xs.contains(&x)))
                     .map(|(d, _)| *d).collect();
                 prop_assert_eq!(pn.get(&numeric_key(x as f64)).cloned().unwrap_or_default(), want);
             }

@@ -185,8 +185,10 @@ fn row_key(
         }
     };
     match v {
-        IndexedValue::Ints(xs) => pick(&mut xs.iter().map(|x| *x as f64)).map(KeyVal::Num),
-        IndexedValue::Doubles(xs) => pick(&mut xs.iter().copied()).map(KeyVal::Num),
+        IndexedValue::Int(_)
+        | IndexedValue::Ints(_)
+        | IndexedValue::Double(_)
+        | IndexedValue::Doubles(_) => pick(&mut v.numbers()).map(KeyVal::Num),
         IndexedValue::Elements(es) => pick(&mut es.iter().map(|e| *e as f64)).map(KeyVal::Num),
         IndexedValue::Points(ps) => {
             let (lat, lon, unit) = from?;

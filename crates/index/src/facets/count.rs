@@ -453,8 +453,7 @@ fn count_row(
         .and_then(|d| d.values.get(di))
         .and_then(|v| v.as_ref())
     {
-        Some(IndexedValue::Ints(v)) => xs.extend(v.iter().map(|x| *x as f64)),
-        Some(IndexedValue::Doubles(v)) => xs.extend_from_slice(v),
+        Some(v) if v.ints().is_some() || v.doubles().is_some() => xs.extend(v.numbers()),
         _ => return,
     }
     for &x in xs.iter() {
@@ -673,7 +672,8 @@ mod tests {
                     ids.extend(es.iter().map(|&e| set.elements[e as usize].id.clone()));
                 }
                 (_, IndexedValue::Strings(s)) => ids.extend(s.iter().map(str::to_string)),
-                (DimensionKind::Numeric(spec), IndexedValue::Ints(xs)) => {
+                (DimensionKind::Numeric(spec), v) if v.ints().is_some() => {
+                    let xs = v.ints().unwrap_or_default();
                     for &x in xs {
                         let x = x as f64;
                         bounds = Some(bounds.map_or((x, x), |(a, b)| (a.min(x), b.max(x))));

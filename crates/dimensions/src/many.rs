@@ -1,0 +1,121 @@
+//! `Many<T>`: a shared, immutable slice behind a one-word pointer. Its length lives in
+//! the allocation (triomphe's `ThinArc`), where `Arc<[T]>` and `Box<[T]>` carry it
+//! beside the pointer; so an `IndexedValue`, one per dimension per document, takes two
+//! words instead of three (at a million documents and 21 dimensions, 168 MB less).
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+use triomphe::ThinArc;
+
+pub struct Many<T>(ThinArc<(), T>);
+
+impl<T> Many<T> {
+    /// Whether another value shares this one's allocation.
+    pub fn is_shared(&self) -> bool {
+        ThinArc::strong_count(&self.0) > 1
+    }
+
+    /// How many values share this one's allocation.
+    pub fn share_count(&self) -> usize {
+        ThinArc::strong_count(&self.0)
+    }
+
+    /// The address of the first element (tests of sharing).
+    pub fn as_ptr(&self) -> *const T {
+        self.0.slice.as_ptr()
+    }
+}
+
+impl<T: Clone> From<&[T]> for Many<T> {
+    fn from(items: &[T]) -> Many<T> {
+        Many(ThinArc::from_header_and_iter((), items.iter().cloned()))
+    }
+}
+
+impl<T> From<Vec<T>> for Many<T> {
+    fn from(items: Vec<T>) -> Many<T> {
+        Many(ThinArc::from_header_and_iter((), items.into_iter()))
+    }
+}
+
+impl<T: Clone, const N: usize> From<[T; N]> for Many<T> {
+    fn from(items: [T; N]) -> Many<T> {
+        Many(ThinArc::from_header_and_iter((), items.into_iter()))
+    }
+}
+
+impl<T> FromIterator<T> for Many<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Many<T> {
+        Vec::from_iter(items).into()
+    }
+}
+
+impl<T> Clone for Many<T> {
+    fn clone(&self) -> Many<T> {
+        Many(self.0.clone())
+    }
+}
+
+impl<T> Deref for Many<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        &self.0.slice
+    }
+}
+
+/// Lets a set of values be searched with a plain slice: a value hashes and compares as
+/// its slice.
+impl<T> Borrow<[T]> for Many<T> {
+    fn borrow(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T: PartialEq> PartialEq for Many<T> {
+    fn eq(&self, other: &Many<T>) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Eq> Eq for Many<T> {}
+
+impl<T: Hash> Hash for Many<T> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Many<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn a_value_is_its_slice_behind_one_word() {
+        assert_eq!(std::mem::size_of::<Many<u64>>(), 8);
+        let a: Many<u32> = vec![3, 1, 2].into();
+        let b = a.clone();
+        assert_eq!(&*b, &[3, 1, 2]);
+        assert!(a.is_shared());
+        assert_eq!(a.share_count(), 2);
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        let c: Many<u32> = [3, 1, 2].into();
+        assert_eq!(a, c);
+        assert!(!c.is_shared());
+        let set: HashSet<Many<u32>> = [a].into_iter().collect();
+        assert!(set.contains(&[3u32, 1, 2][..]));
+        assert!(!set.contains(&[3u32, 1][..]));
+        let empty: Many<u8> = Vec::new().into();
+        assert!(empty.is_empty());
+    }
+}
