@@ -294,7 +294,7 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
                 for h in &page {
                     if let Some(IndexedValue::Elements(es)) = snap
                         .doc(h.doc)
-                        .and_then(|d| d.values.get(di))
+                        .and_then(|d| d.values().get(di))
                         .and_then(|v| v.as_ref())
                     {
                         for &e in es.iter() {

@@ -566,7 +566,7 @@ impl Leaf {
                 return out;
             }
         }
-        let value = item.doc.values.get(dim).and_then(|v| v.as_ref());
+        let value = item.doc.values().get(dim).and_then(|v| v.as_ref());
         self.eval_row(value, item.n, ctx)
     }
 

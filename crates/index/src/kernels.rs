@@ -25,7 +25,7 @@ impl ChunkView<'_> {
     #[inline]
     fn item(&self, i: usize) -> Option<ItemRef<'_>> {
         Some(ItemRef {
-            doc: self.docs.get(i)?.as_deref()?,
+            doc: self.docs.get(i)?.as_ref()?,
             n: self.base + i as u32,
             cols: self.cols.map(|c| (c, i)),
         })

@@ -129,11 +129,7 @@ mod tests {
         assert_eq!(numbers.number(["a", "c"].into_iter()), [1, 2]);
         let doc = |s: &[&str]| {
             let values = vec![Some(IndexedValue::Strings(StrList::from_strs(s)))];
-            Some(Arc::new(crate::Doc {
-                id: "x".into(),
-                id_key: 0,
-                values: values.into(),
-            }))
+            Some(crate::Doc::new("x".into(), values.into()))
         };
         let col = KeyCol::build(
             &[doc(&["c"]), None, doc(&["d", "a", "d"]), doc(&[])]

@@ -66,13 +66,58 @@ const SPAN_DOCS: u64 = 4096;
 /// wait for facet counting whose cost does not follow the chunk count.
 const CHUNK: usize = 1024;
 
-#[derive(Clone, Debug)]
-pub struct Doc {
+/// A document of the index: its id and one indexed value per dimension, in one
+/// allocation behind a one-word pointer (a clone costs a reference count). Reads as its
+/// `DocHead` (`doc.id`, `doc.id_key`); `values` gives the values.
+#[derive(Clone)]
+pub struct Doc(triomphe::ThinArc<DocHead, Option<IndexedValue>>);
+
+pub struct DocHead {
     pub id: Arc<str>,
     /// `eval::id_key(id)`, kept beside the row so that ordering ties rarely reads the id.
     pub id_key: u64,
+}
+
+impl Doc {
+    /// Document `id` with `values`, one per dimension in document order.
+    pub fn new(id: Arc<str>, values: DocValues) -> Doc {
+        let head = DocHead {
+            id_key: eval::id_key(&id),
+            id,
+        };
+        Doc(triomphe::ThinArc::from_header_and_iter(
+            head,
+            values.into_vec().into_iter(),
+        ))
+    }
+
     /// One entry per dimension, in document order; `None` = no indexed value.
-    pub values: DocValues,
+    #[inline]
+    pub fn values(&self) -> &[Option<IndexedValue>] {
+        &self.0.slice
+    }
+
+    /// Whether `a` and `b` are the same allocation (one document, shared).
+    pub fn ptr_eq(a: &Doc, b: &Doc) -> bool {
+        std::ptr::eq(&a.0.header, &b.0.header)
+    }
+}
+
+impl std::ops::Deref for Doc {
+    type Target = DocHead;
+    #[inline]
+    fn deref(&self) -> &DocHead {
+        &self.0.header.header
+    }
+}
+
+impl std::fmt::Debug for Doc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Doc")
+            .field("id", &self.id)
+            .field("values", &self.values())
+            .finish()
+    }
 }
 
 /// Docs are shared between snapshots: copying a chunk on write shares its slots' blocks
@@ -174,16 +219,16 @@ impl Snapshot {
     /// This snapshot with postings counted from its documents (after a `Builder` that
     /// skipped them, see `Builder::skip_postings`).
     pub fn with_built_postings(mut self) -> Snapshot {
-        let docs: Vec<(u32, &[Option<IndexedValue>])> =
-            self.chunks
-                .iter()
-                .enumerate()
-                .flat_map(|(c, chunk)| {
-                    chunk.docs.iter().enumerate().filter_map(move |(i, d)| {
-                        Some(((c * CHUNK + i) as u32, &*d.as_ref()?.values))
-                    })
+        let docs: Vec<(u32, &[Option<IndexedValue>])> = self
+            .chunks
+            .iter()
+            .enumerate()
+            .flat_map(|(c, chunk)| {
+                chunk.docs.iter().enumerate().filter_map(move |(i, d)| {
+                    Some(((c * CHUNK + i) as u32, &*d.as_ref()?.values()))
                 })
-                .collect();
+            })
+            .collect();
         let (postings, live) = postings::build(&self.dims, &self.vocab, &docs);
         self.postings = postings;
         self.live_docs = Arc::new(live);
@@ -258,14 +303,14 @@ impl Snapshot {
             .get(n as usize / CHUNK)?
             .docs
             .get(n as usize % CHUNK)?
-            .as_deref()
+            .as_ref()
     }
 
     /// Document `n` as the rules read it: its row and its chunk's columns.
     pub(crate) fn item(&self, n: u32) -> Option<criteria::ItemRef<'_>> {
         let chunk = self.chunks.get(n as usize / CHUNK)?;
         let i = n as usize % CHUNK;
-        let doc = chunk.docs.get(i)?.as_deref()?;
+        let doc = chunk.docs.get(i)?.as_ref()?;
         Some(criteria::ItemRef {
             doc,
             n,
@@ -367,7 +412,7 @@ impl Snapshot {
             }
             budget = budget.checked_sub(docs.len())?;
             for d in docs.iter() {
-                let value = self.doc(d)?.values.get(dim).and_then(Option::as_ref);
+                let value = self.doc(d)?.values().get(dim).and_then(Option::as_ref);
                 columns::for_each_number(value, |x| {
                     if !x.is_nan() {
                         found = Some(found.map_or(x, |f| pick(f, x)));
@@ -431,7 +476,7 @@ impl Snapshot {
     /// Dimension `di`'s value of document `doc` as extraction gave it: a text value's
     /// numbers turned back into its tokens (for showing it, or sorting by it).
     pub fn shown_value(&self, doc: u32, di: usize) -> Option<std::borrow::Cow<'_, IndexedValue>> {
-        let v = self.doc(doc)?.values.get(di)?.as_ref()?;
+        let v = self.doc(doc)?.values().get(di)?.as_ref()?;
         Some(match (v, self.vocab(di)) {
             (IndexedValue::Terms(terms), Some(vocab)) => {
                 std::borrow::Cow::Owned(IndexedValue::Text(vocab.read().tokens(terms)))
@@ -544,9 +589,7 @@ impl Snapshot {
 
     /// Every live document, in doc-number order.
     pub fn docs(&self) -> impl Iterator<Item = &Doc> {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.docs.iter().flatten().map(|d| &**d))
+        self.chunks.iter().flat_map(|c| c.docs.iter().flatten())
     }
 
     /// Rough bytes held by the index (for metrics): measured on up to 8,192 documents
@@ -569,7 +612,7 @@ impl Snapshot {
         if sampled == 0 {
             return (0, 0, 0);
         }
-        let slots = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Arc<Doc>>>();
+        let slots = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Doc>>();
         let vocab: usize = self.vocab.iter().flatten().map(|v| v.bytes()).sum();
         let terms: usize = self.terms.iter().flatten().map(|t| t.bytes()).sum();
         let postings: usize = self.postings.iter().flatten().map(|p| p.bytes()).sum();
@@ -577,9 +620,14 @@ impl Snapshot {
     }
 
     fn doc_bytes(d: &Doc) -> usize {
-        let mut total =
-            64 + d.id.len() + d.values.len() * std::mem::size_of::<Option<IndexedValue>>();
-        for v in d.values.iter().flatten() {
+        // the document's allocation (reference count, head, length, values) and its id's
+        let mut total = 8
+            + std::mem::size_of::<DocHead>()
+            + 8
+            + d.values().len() * std::mem::size_of::<Option<IndexedValue>>()
+            + 16
+            + d.id.len();
+        for v in d.values().iter().flatten() {
             total += match v {
                 IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes_share(),
                 IndexedValue::Terms(t) => t.heap_bytes_share(),
@@ -738,7 +786,7 @@ impl<'w> Builder<'w> {
         self.track_postings = false;
     }
 
-    fn slot(&mut self, doc: u32) -> &mut Option<Arc<Doc>> {
+    fn slot(&mut self, doc: u32) -> &mut Option<Doc> {
         let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
         while self.chunks.len() <= c {
             self.chunks.push(Arc::default());
@@ -782,17 +830,13 @@ impl<'w> Builder<'w> {
                 (doc, key)
             }
         };
-        let new = Arc::new(Doc {
-            id_key: eval::id_key(&key),
-            id: key,
-            values,
-        });
+        let new = Doc::new(key, values);
         let old = self.slot(doc).replace(new.clone());
         if self.track_postings {
             self.postings_delta
-                .change(doc, old.as_deref().map(|o| &*o.values), Some(&new.values));
+                .change(doc, old.as_ref().map(|o| o.values()), Some(new.values()));
         }
-        self.track_terms(old.as_deref(), Some(&new));
+        self.track_terms(old.as_ref(), Some(&new));
     }
 
     fn track_terms(&mut self, old: Option<&Doc>, new: Option<&Doc>) {
@@ -804,8 +848,8 @@ impl<'w> Builder<'w> {
                 continue;
             }
             let (old, new) = (
-                old.and_then(|o| o.values[di].as_ref()),
-                new.and_then(|n| n.values[di].as_ref()),
+                old.and_then(|o| o.values()[di].as_ref()),
+                new.and_then(|n| n.values()[di].as_ref()),
             );
             // (most updates leave most values as they were: comparing them is far
             // cheaper than sorting both term lists)
@@ -830,9 +874,9 @@ impl<'w> Builder<'w> {
             let old = self.slot(doc).take();
             if self.track_postings {
                 self.postings_delta
-                    .change(doc, old.as_deref().map(|o| &*o.values), None);
+                    .change(doc, old.as_ref().map(|o| o.values()), None);
             }
-            self.track_terms(old.as_deref(), None);
+            self.track_terms(old.as_ref(), None);
             self.writer.free.push(doc);
             self.live -= 1;
             self.undo.push(Undo::Removed { id: key, doc });

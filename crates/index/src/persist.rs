@@ -25,7 +25,7 @@ use crate::intern::{Interner, SharedInterner};
 use crate::numbering::Numbering;
 use crate::postings::DimPostings;
 use crate::terms::TermDict;
-use crate::{eval, Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
+use crate::{Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
 
 const MAGIC: &[u8; 8] = b"discernI";
 /// Bump whenever the layout or what extraction produces for a record changes: a file
@@ -305,7 +305,7 @@ fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
             Some(doc) => {
                 e.u8(1);
                 e.bytes(doc.id.as_bytes());
-                for v in doc.values.iter() {
+                for v in doc.values().iter() {
                     encode_value(&mut e, v.as_ref());
                 }
             }
@@ -321,7 +321,7 @@ fn decode_chunk(
     vocab_len: &[usize],
 ) -> Result<Chunk, Corrupt> {
     let mut d = Dec(b);
-    let mut docs: Vec<Option<Arc<Doc>>> = Vec::with_capacity(CHUNK);
+    let mut docs: Vec<Option<Doc>> = Vec::with_capacity(CHUNK);
     let mut elements = Vec::new();
     for _ in 0..CHUNK {
         if d.u8()? == 0 {
@@ -334,11 +334,7 @@ fn decode_chunk(
         let values = (0..dims)
             .map(|dim| decode_value(&mut d, dim, interner, vocab_len, &mut elements))
             .collect::<Result<_, _>>()?;
-        docs.push(Some(Arc::new(Doc {
-            id_key: eval::id_key(&id),
-            id,
-            values,
-        })));
+        docs.push(Some(Doc::new(id, values)));
     }
     d.done()?;
     Ok(Chunk {
@@ -781,8 +777,8 @@ mod tests {
         for n in 0..(a.chunks.len() * CHUNK) as u32 {
             let (x, y) = (a.doc(n), b.doc(n));
             assert_eq!(
-                x.map(|d| (&d.id, d.id_key, &d.values)),
-                y.map(|d| (&d.id, d.id_key, &d.values))
+                x.map(|d| (&d.id, d.id_key, d.values())),
+                y.map(|d| (&d.id, d.id_key, d.values()))
             );
             for di in 0..a.dims.dims.len() {
                 assert_eq!(a.shown_value(n, di), b.shown_value(n, di));
@@ -897,7 +893,7 @@ mod tests {
 
     /// The keyword value (dimension 0) of document `n`, as the address of its bytes.
     fn keyword_at(snap: &Snapshot, n: u32) -> *const u8 {
-        match snap.doc(n).and_then(|d| d.values[0].as_ref()) {
+        match snap.doc(n).and_then(|d| d.values()[0].as_ref()) {
             Some(IndexedValue::Strings(l)) => l.as_raw().as_ptr(),
             other => panic!("no keyword value: {other:?}"),
         }
@@ -905,7 +901,7 @@ mod tests {
 
     /// The text value (dimension 5) of document `n`, as the address of its bytes.
     fn text_at(snap: &Snapshot, n: u32) -> *const u8 {
-        match snap.doc(n).and_then(|d| d.values[5].as_ref()) {
+        match snap.doc(n).and_then(|d| d.values()[5].as_ref()) {
             Some(IndexedValue::Terms(l)) => l.as_raw().as_ptr(),
             other => panic!("no text value: {other:?}"),
         }
@@ -913,7 +909,7 @@ mod tests {
 
     /// The element list (dimension 1) of document `n`, as the address of its elements.
     fn elements_at(snap: &Snapshot, n: u32) -> *const u32 {
-        match snap.doc(n).and_then(|d| d.values[1].as_ref()) {
+        match snap.doc(n).and_then(|d| d.values()[1].as_ref()) {
             Some(IndexedValue::Elements(e)) => e.as_ptr(),
             other => panic!("no elements: {other:?}"),
         }

@@ -14,7 +14,7 @@ use crate::{Doc, CHUNK};
 /// Slots per block.
 const BLOCK: usize = 64;
 
-type Block = [Option<Arc<Doc>>; BLOCK];
+type Block = [Option<Doc>; BLOCK];
 
 /// `CHUNK` slots, each a document or empty.
 #[derive(Clone)]
@@ -39,28 +39,28 @@ impl Slots {
         CHUNK
     }
 
-    pub(crate) fn get(&self, i: usize) -> Option<&Option<Arc<Doc>>> {
+    pub(crate) fn get(&self, i: usize) -> Option<&Option<Doc>> {
         Some(&self.blocks.get(i / BLOCK)?[i % BLOCK])
     }
 
     /// Slot `i` to change: its block is copied first if another chunk shares it.
-    pub(crate) fn get_mut(&mut self, i: usize) -> &mut Option<Arc<Doc>> {
+    pub(crate) fn get_mut(&mut self, i: usize) -> &mut Option<Doc> {
         &mut Arc::make_mut(&mut self.blocks[i / BLOCK])[i % BLOCK]
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Option<Arc<Doc>>> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Option<Doc>> + '_ {
         self.blocks.iter().flat_map(|b| b.iter())
     }
 
     /// Slot `i`'s document's indexed value in dimension `di` (`None`: no document, or no
     /// value).
     pub(crate) fn value(&self, i: usize, di: usize) -> Option<&discern_dimensions::IndexedValue> {
-        self[i].as_ref()?.values.get(di)?.as_ref()
+        self[i].as_ref()?.values().get(di)?.as_ref()
     }
 
     /// The slots (ascending) holding another document than in `old`, or one where it
     /// held none or none where it held one. (Documents are never changed in place: a
-    /// changed document is another `Arc`. While `old` holds its documents, none of
+    /// changed document is another allocation. While `old` holds its documents, none of
     /// their addresses can be taken by a new one.)
     pub(crate) fn changed_since(&self, old: &Slots) -> Vec<usize> {
         let mut out = Vec::new();
@@ -70,7 +70,7 @@ impl Slots {
             }
             for (j, (a, z)) in now.iter().zip(was.iter()).enumerate() {
                 let same = match (a, z) {
-                    (Some(a), Some(z)) => Arc::ptr_eq(a, z),
+                    (Some(a), Some(z)) => Doc::ptr_eq(a, z),
                     (None, None) => true,
                     _ => false,
                 };
@@ -84,7 +84,7 @@ impl Slots {
 }
 
 impl std::ops::Index<usize> for Slots {
-    type Output = Option<Arc<Doc>>;
+    type Output = Option<Doc>;
 
     fn index(&self, i: usize) -> &Self::Output {
         &self.blocks[i / BLOCK][i % BLOCK]
@@ -92,8 +92,8 @@ impl std::ops::Index<usize> for Slots {
 }
 
 /// Slots from a chunk's documents in order (the rest empty; any beyond `CHUNK` dropped).
-impl FromIterator<Option<Arc<Doc>>> for Slots {
-    fn from_iter<I: IntoIterator<Item = Option<Arc<Doc>>>>(docs: I) -> Self {
+impl FromIterator<Option<Doc>> for Slots {
+    fn from_iter<I: IntoIterator<Item = Option<Doc>>>(docs: I) -> Self {
         let mut docs = docs.into_iter();
         Slots {
             blocks: std::array::from_fn(|_| {
@@ -107,12 +107,8 @@ impl FromIterator<Option<Arc<Doc>>> for Slots {
 mod tests {
     use super::*;
 
-    fn doc(id: &str) -> Option<Arc<Doc>> {
-        Some(Arc::new(Doc {
-            id: id.into(),
-            id_key: 0,
-            values: Default::default(),
-        }))
+    fn doc(id: &str) -> Option<Doc> {
+        Some(Doc::new(id.into(), Default::default()))
     }
 
     fn ids(s: &Slots) -> Vec<Option<String>> {

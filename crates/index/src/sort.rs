@@ -175,7 +175,7 @@ fn row_key(
     descending: bool,
     from: Option<(f64, f64, Unit)>,
 ) -> Option<KeyVal> {
-    let v = snap.doc(hit.doc)?.values.get(dim)?.as_ref()?;
+    let v = snap.doc(hit.doc)?.values().get(dim)?.as_ref()?;
     let pick = |xs: &mut dyn Iterator<Item = f64>| -> Option<f64> {
         let it = xs.filter(|x| !x.is_nan());
         if descending {

@@ -652,7 +652,7 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
                         for (i, doc) in chunk.docs.iter().enumerate() {
                             let Some(doc) = doc else { continue };
                             let n = (c * crate::CHUNK + i) as u32;
-                            each_term(doc.values[di].as_ref(), vocab, |t| {
+                            each_term(doc.values()[di].as_ref(), vocab, |t| {
                                 let e = acc.entry(t).or_insert((0, u32::MAX));
                                 if e.1 != n {
                                     *e = (e.0 + 1, n);

@@ -39,7 +39,7 @@ pub(crate) fn field_length(
     field: usize,
 ) -> usize {
     cols.and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, field))
-        .or_else(|| match snap.doc(doc)?.values.get(dim)?.as_ref()? {
+        .or_else(|| match snap.doc(doc)?.values().get(dim)?.as_ref()? {
             IndexedValue::Terms(terms) => Some(terms.group_len(field)),
             _ => None,
         })
@@ -543,7 +543,7 @@ impl TextMatcher {
     ) -> Scored {
         let (idfs, stats, weights, wsum) = (&g.idfs, &g.stats, &g.weights, g.wsum);
         let nt = self.n_terms;
-        let row = || match snap.doc(doc)?.values.get(dim)?.as_ref()? {
+        let row = || match snap.doc(doc)?.values().get(dim)?.as_ref()? {
             IndexedValue::Terms(terms) => Some((terms, snap.vocab(dim)?.read())),
             _ => None,
         };

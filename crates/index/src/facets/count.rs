@@ -224,7 +224,7 @@ fn counts_by(
             let mut by: HashMap<u32, usize> = HashMap::new();
             let mut tokens: Vec<u32> = Vec::new();
             for d in &counted.set {
-                let value = snap.doc(d).and_then(|d| d.values.get(di)?.as_ref());
+                let value = snap.doc(d).and_then(|d| d.values().get(di)?.as_ref());
                 if let Some(IndexedValue::Terms(terms)) = value {
                     tokens.clear();
                     tokens.extend(terms.iter());
@@ -450,7 +450,7 @@ fn count_row(
     xs.clear();
     match snap
         .doc(d)
-        .and_then(|d| d.values.get(di))
+        .and_then(|d| d.values().get(di))
         .and_then(|v| v.as_ref())
     {
         Some(v) if v.ints().is_some() || v.doubles().is_some() => xs.extend(v.numbers()),
@@ -525,7 +525,7 @@ fn tree_counts_by_path(
                     Some(es) => es,
                     None => match snap
                         .doc(d)
-                        .and_then(|d| d.values.get(di))
+                        .and_then(|d| d.values().get(di))
                         .and_then(|v| v.as_ref())
                     {
                         Some(IndexedValue::Elements(es)) => &es[..],
@@ -653,7 +653,7 @@ mod tests {
         let mut counts = Counts::new();
         let mut bounds: Option<(f64, f64)> = None;
         for &d in docs {
-            let Some(v) = snap.doc(d).and_then(|d| d.values[di].as_ref()) else {
+            let Some(v) = snap.doc(d).and_then(|d| d.values()[di].as_ref()) else {
                 continue;
             };
             let mut ids: Vec<String> = Vec::new();
