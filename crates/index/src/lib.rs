@@ -219,16 +219,16 @@ impl Snapshot {
     /// This snapshot with postings counted from its documents (after a `Builder` that
     /// skipped them, see `Builder::skip_postings`).
     pub fn with_built_postings(mut self) -> Snapshot {
-        let docs: Vec<(u32, &[Option<IndexedValue>])> = self
-            .chunks
-            .iter()
-            .enumerate()
-            .flat_map(|(c, chunk)| {
-                chunk.docs.iter().enumerate().filter_map(move |(i, d)| {
-                    Some(((c * CHUNK + i) as u32, &*d.as_ref()?.values()))
+        let docs: Vec<(u32, &[Option<IndexedValue>])> =
+            self.chunks
+                .iter()
+                .enumerate()
+                .flat_map(|(c, chunk)| {
+                    chunk.docs.iter().enumerate().filter_map(move |(i, d)| {
+                        Some(((c * CHUNK + i) as u32, d.as_ref()?.values()))
+                    })
                 })
-            })
-            .collect();
+                .collect();
         let (postings, live) = postings::build(&self.dims, &self.vocab, &docs);
         self.postings = postings;
         self.live_docs = Arc::new(live);
@@ -624,7 +624,7 @@ impl Snapshot {
         let mut total = 8
             + std::mem::size_of::<DocHead>()
             + 8
-            + d.values().len() * std::mem::size_of::<Option<IndexedValue>>()
+            + std::mem::size_of_val(d.values())
             + 16
             + d.id.len();
         for v in d.values().iter().flatten() {
