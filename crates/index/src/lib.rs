@@ -72,6 +72,7 @@ const CHUNK: usize = 1024;
 #[derive(Clone)]
 pub struct Doc(triomphe::ThinArc<DocHead, Option<IndexedValue>>);
 
+/// What a document holds beside its values.
 pub struct DocHead {
     pub id: Arc<str>,
     /// `eval::id_key(id)`, kept beside the row so that ordering ties rarely reads the id.

@@ -86,16 +86,17 @@ impl Numbering {
     /// A text value's tokens (`fields`, one group per field) as numbers, each token
     /// numbered when first met.
     pub(crate) fn number_text(&self, fields: &StrList) -> TermList {
-        let groups = fields.groups();
         let numbers = self.number(fields.iter());
         let mut b = TermListBuilder::default();
         let mut numbers = numbers.into_iter();
-        for g in 0..groups {
+        for g in 0..fields.groups() {
             for n in numbers.by_ref().take(fields.group_range(g).len()) {
                 b.push(n);
             }
             b.end_group();
         }
+        // (an ungrouped list, which extraction never makes, is one field)
+        numbers.for_each(|n| b.push(n));
         b.finish()
     }
 
@@ -184,5 +185,7 @@ mod tests {
         let again = Numbering::from_strings(vocab.read().all().to_vec());
         assert_eq!(again.map(|v| v.read().tokens(&terms)), Some(fields));
         assert!(Numbering::from_strings(vec!["a".into(), "a".into()]).is_none());
+        let ungrouped = vocab.number_text(&StrList::from_strs(["door", "blue"]));
+        assert_eq!(format!("{ungrouped:?}"), "[[2, 3]]");
     }
 }
