@@ -36,6 +36,10 @@ const INDEX_QUEUE: usize = 16;
 /// An apply changing at least this many items returns freed memory to the OS afterwards
 /// (`process::release_free_memory`): a bulk replaces whole chunks of the index.
 const TRIM_AFTER_ITEMS: u64 = 10_000;
+/// The spare postings (`SpareSlot`) are dropped once applies pause this long: they make
+/// each apply of a burst cheaper (DECISIONS, sessions 9–10) but hold a copy of every set
+/// the recent applies touched (~200 MB at 1M items; session 29).
+const SPARE_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The index thread of an apply: takes every batch into `b`, in order, extracting the
 /// batch's values across the rayon pool first (text analysis above all).
@@ -639,7 +643,8 @@ impl Engine {
                             us = started.elapsed().as_micros() as u64,
                             "columns rebuilt"
                         );
-                        process::in_background(move || spare.catch_up());
+                        let catching = spare.clone();
+                        process::in_background(move || catching.catch_up());
                         // the chunks no request scanned since a restart or a bulk load,
                         // once applies pause (applies back to back would share the
                         // cores with it: the first ten deltas after a bulk load took
@@ -652,6 +657,10 @@ impl Engine {
                             build_missing_columns(&current);
                         }
                         if big {
+                            process::release_free_memory();
+                        }
+                        // last: waits out the pause that ends a burst of applies
+                        if spare.drop_when_idle(SPARE_IDLE) {
                             process::release_free_memory();
                         }
                     });

@@ -1051,6 +1051,35 @@ mod tests {
     }
 
     #[test]
+    fn the_spare_is_dropped_once_applies_pause() {
+        let mut w = IndexWriter::new();
+        let rec = |v: &str| Record(vec![("k".into(), Value::Str(v.into()))]);
+        let mut snap = Snapshot::empty(dims());
+        for (id, v) in [("a", "x"), ("b", "y"), ("a", "y")] {
+            let mut b = w.begin(&snap);
+            b.upsert(id, &rec(v));
+            snap = b.commit();
+        }
+        let spare = w.spare();
+        assert!(spare.is_held());
+        let started = std::time::Instant::now();
+        assert!(spare.drop_when_idle(std::time::Duration::from_millis(30)));
+        assert!(started.elapsed() >= std::time::Duration::from_millis(20));
+        assert!(!spare.is_held());
+        // nothing left to drop; the next apply works from the snapshot and leaves a
+        // spare again
+        assert!(!spare.drop_when_idle(std::time::Duration::ZERO));
+        let mut b = w.begin(&snap);
+        b.upsert("c", &rec("x"));
+        let next = b.commit();
+        assert!(spare.is_held());
+        let x = next
+            .postings(0)
+            .and_then(|p| p.get(b"x".as_slice()).cloned());
+        assert_eq!(x.map(|x| x.iter().collect::<Vec<_>>()), Some(vec![2]));
+    }
+
+    #[test]
     fn rollback_restores_writer() {
         let mut w = IndexWriter::new();
         let s0 = Snapshot::empty(dims());

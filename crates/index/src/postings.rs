@@ -15,7 +15,9 @@
 //! narrows to the buckets it overlaps.
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue};
 use imbl::OrdMap;
@@ -882,19 +884,71 @@ pub(crate) struct Spare {
     delta: Option<Resolved>,
     /// The postings and live set `delta` produces (compared by identity only).
     current: (Weak<DimsPostings>, Weak<RoaringBitmap>),
+    /// When the apply that left it here committed (`SpareSlot::drop_when_idle`).
+    made: Instant,
 }
 
 /// The writer's spare postings, shared with whoever brings them up to date between
 /// applies (the engine does so once the snapshot they replace is released).
 #[derive(Clone, Default)]
-pub struct SpareSlot(Arc<Mutex<Option<Spare>>>);
+pub struct SpareSlot(Arc<SpareShared>);
+
+#[derive(Default)]
+struct SpareShared {
+    spare: Mutex<Option<Spare>>,
+    /// Whether a thread waits in `drop_when_idle`.
+    watched: AtomicBool,
+}
 
 impl SpareSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
+        self.0.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until no apply has left a spare for `idle`, then drops the spare, and says
+    /// whether it dropped one: a burst of applies keeps its spare from one apply to the
+    /// next, and the memory it holds (a copy of every set the recent applies touched,
+    /// ~200 MB after a few 1,000-item deltas at 1M items) is not kept between bursts;
+    /// the first apply after a pause copies what it changes, as one without a spare
+    /// does. Returns at once when another thread already waits (one waiter serves every
+    /// apply), or when there is no spare.
+    pub fn drop_when_idle(&self, idle: Duration) -> bool {
+        if self.0.watched.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let dropped = loop {
+            let left = match &*self.lock() {
+                None => break false,
+                Some(s) => idle.saturating_sub(s.made.elapsed()),
+            };
+            if left.is_zero() {
+                let mut slot = self.lock();
+                // (an apply may have left a newer spare meanwhile)
+                if slot.as_ref().is_some_and(|s| s.made.elapsed() >= idle) {
+                    let spare = slot.take();
+                    drop(slot);
+                    drop(spare);
+                    break true;
+                }
+                continue;
+            }
+            std::thread::sleep(left);
+        };
+        self.0.watched.store(false, Ordering::Release);
+        dropped
+    }
+
+    /// Whether a spare is held (tests).
+    #[cfg(test)]
+    pub(crate) fn is_held(&self) -> bool {
+        self.lock().is_some()
+    }
+
     /// Applies the pending changes to the spare postings now, off the next apply's
     /// path. Best done once the snapshot before the current one is dropped: a set it
     /// still shares is copied instead of changed in place.
     pub fn catch_up(&self) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.lock();
         // taken out while it changes: were this to panic, the slot is left empty and
         // the next apply copies from its base, never from a half-updated spare
         if let Some(mut s) = slot.take() {
@@ -906,7 +960,7 @@ impl SpareSlot {
     }
 
     pub(crate) fn clear(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.lock() = None;
     }
 }
 
@@ -919,7 +973,7 @@ pub(crate) fn commit(
     from_live: &Arc<RoaringBitmap>,
     delta: Resolved,
 ) -> (Postings, Arc<RoaringBitmap>) {
-    let mut spare = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spare = slot.lock();
     let (mut postings, mut live) = match spare.take() {
         Some(s)
             if std::ptr::eq(Weak::as_ptr(&s.current.0), Arc::as_ptr(from))
@@ -940,6 +994,7 @@ pub(crate) fn commit(
             live: from_live.clone(),
             delta: Some(delta),
             current: (Arc::downgrade(&postings), Arc::downgrade(&live)),
+            made: Instant::now(),
         });
     }
     (postings, live)
