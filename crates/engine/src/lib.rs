@@ -588,7 +588,7 @@ impl Engine {
                 };
                 if big {
                     // what the apply's parsing, extraction and postings counting freed
-                    // (~0.9 GB for a 1M-item bulk) goes back to the OS before the 201,
+                    // (~0.6 GB for a 1M-item bulk) goes back to the OS before the 201,
                     // not whenever the allocator next purges: the engine's size once
                     // the apply is done is what its caller sees
                     let started = std::time::Instant::now();
