@@ -175,7 +175,9 @@ fn row_key(
     descending: bool,
     from: Option<(f64, f64, Unit)>,
 ) -> Option<KeyVal> {
-    let v = snap.doc(hit.doc)?.values().get(dim)?.as_ref()?;
+    // (text as its words: `shown_value` turns a document's token numbers back)
+    let shown = snap.shown_value(hit.doc, dim)?;
+    let v = &*shown;
     let pick = |xs: &mut dyn Iterator<Item = f64>| -> Option<f64> {
         let it = xs.filter(|x| !x.is_nan());
         if descending {
@@ -201,11 +203,8 @@ fn row_key(
             Some(KeyVal::Str(chosen.to_string()))
         }
         IndexedValue::Text(_) => v.joined_tokens().map(KeyVal::Str),
-        IndexedValue::Terms(terms) => {
-            let vocab = snap.vocab(dim)?.read();
-            let tokens: Vec<&str> = terms.iter().filter_map(|n| vocab.get(n)).collect();
-            Some(KeyVal::Str(tokens.join(" ")))
-        }
+        // (shown as `Text`)
+        IndexedValue::Terms(_) => None,
     }
 }
 
@@ -336,6 +335,37 @@ mod tests {
             b.upsert(&format!("i{:04}", (i * 37) % 1000), &rec);
         }
         b.commit()
+    }
+
+    /// A text dimension sorts by its words: the index holds them as numbers in the
+    /// order first met, which is not the words' order.
+    #[test]
+    fn text_sorts_by_its_words() {
+        let dims = Arc::new(
+            Dimensions::parse(b"<dimensions><dimension id='x' type='text'/></dimensions>").unwrap(),
+        );
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        for (id, words) in [("z", "zebra crossing"), ("a", "apple tree"), ("m", "mango")] {
+            let mut rec = Record::default();
+            put_strings(&mut rec, "x", vec![words.into()]);
+            b.upsert(id, &rec);
+        }
+        let snap = b.commit();
+        let order = |reverse: bool| {
+            let body = json!({"sortBy": [{"dimension": "x", "reverse": reverse}]});
+            let mut q = parse_query(&body, &snap.dims, 10).unwrap();
+            let filter = Filter {
+                items: None,
+                not_items: None,
+                exact_only: false,
+            };
+            let mut r = evaluate(&snap, &mut q.criteria, &filter, Want::All);
+            sort_hits(&snap, &mut r.hits, &q.sort, None);
+            r.hits.iter().map(|h| h.id.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(order(false), ["a", "m", "z"]);
+        assert_eq!(order(true), ["z", "m", "a"]);
     }
 
     fn sort_key() -> impl Strategy<Value = serde_json::Value> {
