@@ -23,6 +23,12 @@ impl<T> Many<T> {
         ThinArc::strong_count(&self.0)
     }
 
+    /// This value's share of the heap bytes it holds: its allocation (the reference
+    /// count and length beside the items) divided among the values sharing it.
+    pub fn heap_bytes_share(&self) -> usize {
+        (16 + std::mem::size_of_val::<[T]>(self)) / self.share_count()
+    }
+
     /// The address of the first element (tests of sharing).
     pub fn as_ptr(&self) -> *const T {
         self.0.slice.as_ptr()
@@ -41,7 +47,7 @@ impl<T> From<Vec<T>> for Many<T> {
     }
 }
 
-impl<T: Clone, const N: usize> From<[T; N]> for Many<T> {
+impl<T, const N: usize> From<[T; N]> for Many<T> {
     fn from(items: [T; N]) -> Many<T> {
         Many(ThinArc::from_header_and_iter((), items.into_iter()))
     }
@@ -108,6 +114,7 @@ mod tests {
         assert_eq!(&*b, &[3, 1, 2]);
         assert!(a.is_shared());
         assert_eq!(a.share_count(), 2);
+        assert_eq!(a.heap_bytes_share(), (16 + 12) / 2);
         assert_eq!(a.as_ptr(), b.as_ptr());
         let c: Many<u32> = [3, 1, 2].into();
         assert_eq!(a, c);

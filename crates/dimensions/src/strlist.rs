@@ -114,14 +114,9 @@ impl StrList {
     }
 
     /// Bytes held on the heap (by this list and the others sharing it).
-    pub fn heap_bytes(&self) -> usize {
-        self.0.len()
-    }
-
-    /// This list's share of the bytes it holds on the heap: `heap_bytes` divided among
-    /// the lists sharing them.
+    /// This list's share of the bytes it holds on the heap (`Many::heap_bytes_share`).
     pub fn heap_bytes_share(&self) -> usize {
-        self.0.len() / self.0.share_count()
+        self.0.heap_bytes_share()
     }
 
     /// Whether another list shares this one's allocation.

@@ -124,10 +124,9 @@ impl TermList {
         self.iter().max()
     }
 
-    /// This list's share of the bytes it holds on the heap: its encoding divided among
-    /// the lists sharing it.
+    /// This list's share of the bytes it holds on the heap (`Many::heap_bytes_share`).
     pub fn heap_bytes_share(&self) -> usize {
-        self.0.len() / self.0.share_count()
+        self.0.heap_bytes_share()
     }
 
     /// Whether another list shares this one's allocation.

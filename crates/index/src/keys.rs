@@ -124,9 +124,9 @@ mod tests {
 
     #[test]
     fn a_document_lists_each_key_once() {
+        // numbered as met: b 0, a 1, c 2 (`numbering`'s tests), then d 3
         let numbers = Numbering::default();
-        assert_eq!(numbers.number(["b", "a", "b"].into_iter()), [0, 1, 0]);
-        assert_eq!(numbers.number(["a", "c"].into_iter()), [1, 2]);
+        numbers.number(["b", "a", "c"].into_iter());
         let doc = |s: &[&str]| {
             let values = vec![Some(IndexedValue::Strings(StrList::from_strs(s)))];
             Some(crate::Doc::new("x".into(), values.into()))

@@ -632,12 +632,11 @@ impl Snapshot {
             total += match v {
                 IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes_share(),
                 IndexedValue::Terms(t) => t.heap_bytes_share(),
-                // (a list's length and reference count sit beside its items)
-                IndexedValue::Points(p) => 16 + std::mem::size_of_val(&**p),
+                IndexedValue::Points(p) => p.heap_bytes_share(),
                 IndexedValue::Int(_) | IndexedValue::Double(_) => 0,
-                IndexedValue::Ints(x) => 16 + std::mem::size_of_val(&**x),
-                IndexedValue::Doubles(x) => 16 + std::mem::size_of_val(&**x),
-                IndexedValue::Elements(x) => (16 + std::mem::size_of_val(&**x)) / x.share_count(),
+                IndexedValue::Ints(x) => x.heap_bytes_share(),
+                IndexedValue::Doubles(x) => x.heap_bytes_share(),
+                IndexedValue::Elements(x) => x.heap_bytes_share(),
             };
         }
         total

@@ -442,17 +442,7 @@ pub fn save(
         write_block(&mut w, &e.0)?;
     }
     for v in snap.vocab.iter() {
-        let mut e = Enc::default();
-        match v {
-            None => e.u8(0),
-            Some(v) => {
-                e.u8(1);
-                let v = v.read();
-                e.u32(v.all().len() as u32);
-                v.all().iter().for_each(|s| e.bytes(s.as_bytes()));
-            }
-        }
-        write_block(&mut w, &e.0)?;
+        write_block(&mut w, &encode_vocab(v.as_deref()))?;
     }
     for batch in snap.chunks.chunks(CHUNK_BATCH) {
         let blocks: Vec<Vec<u8>> = batch.par_iter().map(|c| encode_chunk(c)).collect();
@@ -605,6 +595,21 @@ pub fn load<R: Read + Send>(
 }
 
 type IdMap = FastMap<Arc<str>, u32>;
+
+/// A dimension's vocabulary block (`decode_vocab`): its words in number order.
+fn encode_vocab(v: Option<&Numbering>) -> Vec<u8> {
+    let mut e = Enc::default();
+    match v {
+        None => e.u8(0),
+        Some(v) => {
+            e.u8(1);
+            let v = v.read();
+            e.u32(v.all().len() as u32);
+            v.all().iter().for_each(|s| e.bytes(s.as_bytes()));
+        }
+    }
+    e.0
+}
 
 /// A dimension's vocabulary block: `None` for a dimension that has none.
 fn decode_vocab(b: &[u8]) -> Result<Option<Arc<Numbering>>, LoadError> {
@@ -1019,12 +1024,9 @@ mod tests {
         let vocab = decode_vocab(&blocks[text_vocab]).unwrap().unwrap();
         let words = vocab.read().all().to_vec();
         assert_eq!(words.len(), 3, "{words:?}");
-        let mut e = Enc::default();
-        e.u8(1);
-        e.u32(2);
-        words[..2].iter().for_each(|w| e.bytes(w.as_bytes()));
+        let shorter = Numbering::from_strings(words[..2].to_vec());
         let mut b = blocks.clone();
-        b[text_vocab] = e.0;
+        b[text_vocab] = encode_vocab(shorter.as_ref());
         assert!(matches!(
             reload(&rebuild(&b), b"h"),
             Err(LoadError::Corrupt(Corrupt("token numbers")))

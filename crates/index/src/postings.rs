@@ -917,21 +917,19 @@ impl SpareSlot {
             return false;
         }
         let dropped = loop {
-            let left = match &*self.lock() {
-                None => break false,
-                Some(s) => idle.saturating_sub(s.made.elapsed()),
+            let mut slot = self.lock();
+            let Some(s) = slot.as_ref() else {
+                break false;
             };
+            // (an apply may have left a newer spare while this thread slept)
+            let left = idle.saturating_sub(s.made.elapsed());
             if left.is_zero() {
-                let mut slot = self.lock();
-                // (an apply may have left a newer spare meanwhile)
-                if slot.as_ref().is_some_and(|s| s.made.elapsed() >= idle) {
-                    let spare = slot.take();
-                    drop(slot);
-                    drop(spare);
-                    break true;
-                }
-                continue;
+                let spare = slot.take();
+                drop(slot);
+                drop(spare); // (freed outside the lock)
+                break true;
             }
+            drop(slot);
             std::thread::sleep(left);
         };
         self.0.watched.store(false, Ordering::Release);
