@@ -29,6 +29,23 @@ impl<T> Many<T> {
         (16 + std::mem::size_of_val::<[T]>(self)) / self.share_count()
     }
 
+    /// The allocation's address, keeping its count (`slot.rs` packs it in a word). Every
+    /// address this gives is a multiple of 8: the allocation starts with the count.
+    pub(crate) fn into_raw(self) -> *const std::ffi::c_void {
+        ThinArc::into_raw(self.0)
+    }
+
+    /// The value `into_raw` gave `raw` for, taking over the count it kept.
+    ///
+    /// # Safety
+    /// `raw` came from `Many::<T>::into_raw` (the same `T`), and that count is taken
+    /// over once: by one `from_raw` whose value is dropped, or by any number whose
+    /// values never are (`ManuallyDrop`) while the owner of the count lives.
+    pub(crate) unsafe fn from_raw(raw: *const std::ffi::c_void) -> Many<T> {
+        // SAFETY: the caller's contract is `ThinArc::from_raw`'s.
+        Many(unsafe { ThinArc::from_raw(raw) })
+    }
+
     /// The address of the first element (tests of sharing).
     pub fn as_ptr(&self) -> *const T {
         self.0.slice.as_ptr()

@@ -16,6 +16,18 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct StrList(Many<u8>);
 
+impl StrList {
+    /// The shared bytes behind the list (`slot.rs` packs their pointer in a word).
+    pub(crate) fn into_many(self) -> Many<u8> {
+        self.0
+    }
+
+    /// The list `into_many` gave `bytes` for.
+    pub(crate) fn from_many(bytes: Many<u8>) -> StrList {
+        StrList(bytes)
+    }
+}
+
 impl Default for StrList {
     fn default() -> StrList {
         StrListBuilder::default().finish()

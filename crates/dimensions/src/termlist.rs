@@ -14,6 +14,18 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TermList(Many<u8>);
 
+impl TermList {
+    /// The shared bytes behind the list (`slot.rs` packs their pointer in a word).
+    pub(crate) fn into_many(self) -> Many<u8> {
+        self.0
+    }
+
+    /// The list `into_many` gave `bytes` for.
+    pub(crate) fn from_many(bytes: Many<u8>) -> TermList {
+        TermList(bytes)
+    }
+}
+
 /// Reads one LEB128 integer at `*at`, moving `*at` past it; `None` past the end or for
 /// an integer longer than a `u32`.
 #[inline]

@@ -439,15 +439,15 @@ impl Engine {
         };
         let postings_ms = started.elapsed().as_millis() as u64;
         let snap = snap.with_built_terms();
-        let (docs, postings, terms) = snap.estimated_bytes_parts();
+        let bytes = snap.estimated_bytes_parts();
         tracing::info!(
             items = snap.len(),
             ms = started.elapsed().as_millis() as u64,
             scanned_ms,
             postings_ms,
-            documents_mb = docs >> 20,
-            postings_mb = postings >> 20,
-            dictionaries_mb = terms >> 20,
+            documents_mb = bytes.documents >> 20,
+            postings_mb = bytes.postings >> 20,
+            dictionaries_mb = bytes.dictionaries >> 20,
             "index built"
         );
         self.item_errors.store(writer.errors, Ordering::Relaxed);

@@ -292,11 +292,8 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
             let mut m = Map::new();
             if let Some(set) = dim.kind.elements() {
                 for h in &page {
-                    if let Some(IndexedValue::Elements(es)) = snap
-                        .doc(h.doc)
-                        .and_then(|d| d.values().get(di))
-                        .and_then(|v| v.as_ref())
-                    {
+                    let value = snap.doc(h.doc).and_then(|d| d.value(di));
+                    if let Some(IndexedValue::Elements(es)) = value.as_deref() {
                         for &e in es.iter() {
                             let el = &set.elements[e as usize];
                             m.insert(

@@ -106,9 +106,13 @@ impl Engine {
         })();
         match loaded {
             Ok(found) => {
+                let bytes = found.0.estimated_bytes_parts();
                 tracing::info!(
                     items = found.0.len(),
                     ms = started.elapsed().as_millis() as u64,
+                    documents_mb = bytes.documents >> 20,
+                    postings_mb = bytes.postings >> 20,
+                    dictionaries_mb = bytes.dictionaries >> 20,
                     "saved index loaded"
                 );
                 Some(found)

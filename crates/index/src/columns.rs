@@ -167,6 +167,23 @@ pub(crate) fn for_each_number(value: Option<&IndexedValue>, mut f: impl FnMut(f6
 }
 
 impl Col {
+    fn bytes(&self) -> usize {
+        match self {
+            Col::Num { v, multi, .. } => 8 * v.len() + 8 * multi.len(),
+            Col::Geo { lat, pts, multi } => {
+                8 * lat.len() + std::mem::size_of::<GeoPoint>() * pts.len() + 8 * multi.len()
+            }
+            Col::Elem {
+                e,
+                multi,
+                many,
+                deepest,
+            } => 4 * e.len() + 8 * multi.len() + 4 * many.capacity() + 4 * deepest.len(),
+            Col::Present { bits } => 8 * bits.len(),
+            Col::Text { bits, lens, .. } => 8 * bits.len() + 2 * lens.len(),
+        }
+    }
+
     /// How many documents the column has an entry for.
     fn len(&self) -> usize {
         match self {
@@ -237,7 +254,7 @@ impl Col {
                     anew |= bit(multi, i) || v[i] == was_lo || v[i] == was_hi;
                     let row = docs.value(i, di);
                     let (mut seen, mut first) = (0, f64::NAN);
-                    for_each_number(row, |x| {
+                    for_each_number(row.as_deref(), |x| {
                         widen(lo, hi, x);
                         if seen == 0 {
                             first = x;
@@ -253,7 +270,7 @@ impl Col {
                     (*lo, *hi) = (f64::INFINITY, f64::NEG_INFINITY);
                     for (i, &x) in v.iter().enumerate() {
                         if bit(multi, i) {
-                            for_each_number(docs.value(i, di), |x| widen(lo, hi, x));
+                            for_each_number(docs.value(i, di).as_deref(), |x| widen(lo, hi, x));
                         } else {
                             widen(lo, hi, x); // (NaN, no value: `min` and `max` pass it over)
                         }
@@ -267,7 +284,7 @@ impl Col {
                 for &i in changed {
                     (lat[i], pts[i]) = (f64::NAN, GeoPoint::new(0.0, 0.0));
                     mark(multi, i, false);
-                    match docs.value(i, di) {
+                    match docs.value(i, di).as_deref() {
                         Some(IndexedValue::Points(ps)) if ps.len() == 1 && !ps[0].0.is_nan() => {
                             lat[i] = ps[0].0;
                             pts[i] = GeoPoint::new(ps[0].0, ps[0].1);
@@ -306,7 +323,7 @@ impl Col {
                     if tree.is_some() {
                         deepest[i] = NO_ELEMENT;
                     }
-                    match docs.value(i, di) {
+                    match docs.value(i, di).as_deref() {
                         Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
                         Some(IndexedValue::Elements(es)) => {
                             mark(multi, i, true);
@@ -337,7 +354,7 @@ impl Col {
                     mark(bits, i, v.is_some());
                     let row = &mut lens[i * fields..(i + 1) * fields];
                     row.fill(0);
-                    if let Some(IndexedValue::Terms(terms)) = v {
+                    if let Some(IndexedValue::Terms(terms)) = v.as_deref() {
                         for (len, n) in row.iter_mut().zip(terms.group_lens()) {
                             *len = n.min(u16::MAX as usize) as u16;
                         }
@@ -349,6 +366,22 @@ impl Col {
 }
 
 impl ChunkCols {
+    /// Bytes the columns hold (a column shared with another chunk counted in each).
+    pub(crate) fn bytes(&self) -> usize {
+        let dims: usize = self.dims.iter().flatten().map(|c| c.bytes()).sum();
+        let keys: usize = self
+            .keys
+            .iter()
+            .filter_map(|k| k.get())
+            .map(|k| k.bytes())
+            .sum();
+        let segments: usize = (self.segments.iter())
+            .filter_map(|s| s.get()?.as_ref())
+            .map(|s| 2 * s.segment.len() + 4 * s.histogram.len())
+            .sum();
+        dims + keys + segments + 8 * self.id_keys.len()
+    }
+
     pub(crate) fn build(dims: &Dimensions, docs: &Slots) -> ChunkCols {
         let n = docs.len();
         let all: Vec<usize> = (0..n).collect();

@@ -566,8 +566,8 @@ impl Leaf {
                 return out;
             }
         }
-        let value = item.doc.values().get(dim).and_then(|v| v.as_ref());
-        self.eval_row(value, item.n, ctx)
+        let value = item.doc.value(dim);
+        self.eval_row(value.as_deref(), item.n, ctx)
     }
 
     /// The rules from a column's value; `None` when this rule needs the row.

@@ -37,6 +37,10 @@ const NONE: u32 = u32::MAX;
 const MANY: u32 = 1 << 31;
 
 impl KeyCol {
+    pub(crate) fn bytes(&self) -> usize {
+        4 * self.k.len() + 4 * self.many.capacity()
+    }
+
     pub(crate) fn build(docs: &Slots, di: usize, numbers: &Numbering) -> KeyCol {
         let empty = KeyCol {
             k: vec![NONE; docs.len()].into(),
@@ -55,10 +59,10 @@ impl KeyCol {
         numbers: &Numbering,
         changed: &[usize],
     ) -> KeyCol {
-        let values: Vec<Option<&StrList>> = changed
+        let values: Vec<Option<StrList>> = changed
             .iter()
-            .map(|&i| match docs.value(i, di)? {
-                IndexedValue::Strings(s) if !s.is_empty() => Some(s),
+            .map(|&i| match &*docs.value(i, di)? {
+                IndexedValue::Strings(s) if !s.is_empty() => Some(s.clone()),
                 _ => None,
             })
             .collect();

@@ -43,7 +43,7 @@ use ranges::RangeTable;
 /// foldhash hasher, randomly seeded per process, several times cheaper per lookup than
 /// SipHash.
 pub(crate) type FastMap<K, V> = hashbrown::HashMap<K, V>;
-use discern_dimensions::{extract, Dimensions, IndexedValue};
+use discern_dimensions::{extract, Dimensions, IndexedValue, Slot, ValueRef};
 use discern_model::Record;
 pub use postings::SpareSlot;
 use postings::{Postings, PostingsDelta};
@@ -66,11 +66,12 @@ const SPAN_DOCS: u64 = 4096;
 /// wait for facet counting whose cost does not follow the chunk count.
 const CHUNK: usize = 1024;
 
-/// A document of the index: its id and one indexed value per dimension, in one
-/// allocation behind a one-word pointer (a clone costs a reference count). Reads as its
-/// `DocHead` (`doc.id`, `doc.id_key`); `values` gives the values.
+/// A document of the index: its id and one indexed value per dimension, each in one
+/// word (`Slot`), in one allocation behind a one-word pointer (a clone costs a
+/// reference count). Reads as its `DocHead` (`doc.id`, `doc.id_key`); `value` and
+/// `values` give the values.
 #[derive(Clone)]
-pub struct Doc(triomphe::ThinArc<DocHead, Option<IndexedValue>>);
+pub struct Doc(triomphe::ThinArc<DocHead, Option<Slot>>);
 
 /// What a document holds beside its values.
 pub struct DocHead {
@@ -88,13 +89,23 @@ impl Doc {
         };
         Doc(triomphe::ThinArc::from_header_and_iter(
             head,
-            values.into_vec().into_iter(),
+            values.into_vec().into_iter().map(|v| v.map(Slot::from)),
         ))
     }
 
-    /// One entry per dimension, in document order; `None` = no indexed value.
+    /// The value of dimension `di` (`None`: none, or no such dimension).
     #[inline]
-    pub fn values(&self) -> &[Option<IndexedValue>] {
+    pub fn value(&self, di: usize) -> Option<ValueRef<'_>> {
+        self.0.slice.get(di)?.as_ref().map(Slot::get)
+    }
+
+    /// One entry per dimension, in document order; `None` = no indexed value.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = Option<ValueRef<'_>>> + '_ {
+        self.0.slice.iter().map(|s| s.as_ref().map(Slot::get))
+    }
+
+    /// The values as the row holds them (for comparing rows).
+    pub(crate) fn slots(&self) -> &[Option<Slot>] {
         &self.0.slice
     }
 
@@ -116,7 +127,7 @@ impl std::fmt::Debug for Doc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Doc")
             .field("id", &self.id)
-            .field("values", &self.values())
+            .field("values", &self.slots())
             .finish()
     }
 }
@@ -220,16 +231,18 @@ impl Snapshot {
     /// This snapshot with postings counted from its documents (after a `Builder` that
     /// skipped them, see `Builder::skip_postings`).
     pub fn with_built_postings(mut self) -> Snapshot {
-        let docs: Vec<(u32, &[Option<IndexedValue>])> =
-            self.chunks
-                .iter()
-                .enumerate()
-                .flat_map(|(c, chunk)| {
-                    chunk.docs.iter().enumerate().filter_map(move |(i, d)| {
-                        Some(((c * CHUNK + i) as u32, d.as_ref()?.values()))
-                    })
-                })
-                .collect();
+        let docs: Vec<(u32, &Doc)> = self
+            .chunks
+            .iter()
+            .enumerate()
+            .flat_map(|(c, chunk)| {
+                chunk
+                    .docs
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(i, d)| Some(((c * CHUNK + i) as u32, d.as_ref()?)))
+            })
+            .collect();
         let (postings, live) = postings::build(&self.dims, &self.vocab, &docs);
         self.postings = postings;
         self.live_docs = Arc::new(live);
@@ -413,8 +426,8 @@ impl Snapshot {
             }
             budget = budget.checked_sub(docs.len())?;
             for d in docs.iter() {
-                let value = self.doc(d)?.values().get(dim).and_then(Option::as_ref);
-                columns::for_each_number(value, |x| {
+                let value = self.doc(d)?.value(dim);
+                columns::for_each_number(value.as_deref(), |x| {
                     if !x.is_nan() {
                         found = Some(found.map_or(x, |f| pick(f, x)));
                     }
@@ -477,12 +490,12 @@ impl Snapshot {
     /// Dimension `di`'s value of document `doc` as extraction gave it: a text value's
     /// numbers turned back into its tokens (for showing it, or sorting by it).
     pub fn shown_value(&self, doc: u32, di: usize) -> Option<std::borrow::Cow<'_, IndexedValue>> {
-        let v = self.doc(doc)?.values().get(di)?.as_ref()?;
-        Some(match (v, self.vocab(di)) {
+        let v = self.doc(doc)?.value(di)?;
+        Some(match (&*v, self.vocab(di)) {
             (IndexedValue::Terms(terms), Some(vocab)) => {
                 std::borrow::Cow::Owned(IndexedValue::Text(vocab.read().tokens(terms)))
             }
-            _ => std::borrow::Cow::Borrowed(v),
+            _ => std::borrow::Cow::Owned(v.clone()),
         })
     }
 
@@ -597,12 +610,11 @@ impl Snapshot {
     /// spread evenly over the index and scaled to all of them, so that a scrape of a
     /// million-item index costs milliseconds, not seconds.
     pub fn estimated_bytes(&self) -> usize {
-        let (docs, postings, terms) = self.estimated_bytes_parts();
-        docs + postings + terms
+        self.estimated_bytes_parts().total()
     }
 
-    /// `estimated_bytes` as (documents, postings, did-you-mean dictionaries).
-    pub fn estimated_bytes_parts(&self) -> (usize, usize, usize) {
+    /// `estimated_bytes` part by part.
+    pub fn estimated_bytes_parts(&self) -> IndexBytes {
         const SAMPLE: usize = 8192;
         let stride = (self.live / SAMPLE).max(1);
         let (mut sampled, mut bytes) = (0usize, 0usize);
@@ -611,35 +623,53 @@ impl Snapshot {
             bytes += Self::doc_bytes(d);
         }
         if sampled == 0 {
-            return (0, 0, 0);
+            return IndexBytes::default();
         }
         let slots = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Doc>>();
         let vocab: usize = self.vocab.iter().flatten().map(|v| v.bytes()).sum();
-        let terms: usize = self.terms.iter().flatten().map(|t| t.bytes()).sum();
-        let postings: usize = self.postings.iter().flatten().map(|p| p.bytes()).sum();
-        (slots + vocab + bytes / sampled * self.live, postings, terms)
+        IndexBytes {
+            documents: slots + vocab + bytes / sampled * self.live,
+            columns: (self.chunks.iter())
+                .filter_map(|c| c.cols.get())
+                .map(ChunkCols::bytes)
+                .sum(),
+            postings: self.postings.iter().flatten().map(|p| p.bytes()).sum(),
+            dictionaries: self.terms.iter().flatten().map(|t| t.bytes()).sum(),
+        }
     }
 
     fn doc_bytes(d: &Doc) -> usize {
         // the document's allocation (reference count, head, length, values) and its id's
-        let mut total = 8
+        let total = 8
             + std::mem::size_of::<DocHead>()
             + 8
-            + std::mem::size_of_val(d.values())
+            + std::mem::size_of_val(d.slots())
             + 16
             + d.id.len();
-        for v in d.values().iter().flatten() {
-            total += match v {
-                IndexedValue::Strings(s) | IndexedValue::Text(s) => s.heap_bytes_share(),
-                IndexedValue::Terms(t) => t.heap_bytes_share(),
-                IndexedValue::Points(p) => p.heap_bytes_share(),
-                IndexedValue::Int(_) | IndexedValue::Double(_) => 0,
-                IndexedValue::Ints(x) => x.heap_bytes_share(),
-                IndexedValue::Doubles(x) => x.heap_bytes_share(),
-                IndexedValue::Elements(x) => x.heap_bytes_share(),
-            };
-        }
         total
+            + d.slots()
+                .iter()
+                .flatten()
+                .map(Slot::heap_bytes_share)
+                .sum::<usize>()
+    }
+}
+
+/// The index's estimated bytes by part (`Snapshot::estimated_bytes_parts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexBytes {
+    /// The documents' rows (with their lists) and the text vocabularies.
+    pub documents: usize,
+    /// The chunks' typed columns built so far.
+    pub columns: usize,
+    pub postings: usize,
+    /// Did-you-mean term dictionaries.
+    pub dictionaries: usize,
+}
+
+impl IndexBytes {
+    pub fn total(&self) -> usize {
+        self.documents + self.columns + self.postings + self.dictionaries
     }
 }
 
@@ -833,8 +863,7 @@ impl<'w> Builder<'w> {
         let new = Doc::new(key, values);
         let old = self.slot(doc).replace(new.clone());
         if self.track_postings {
-            self.postings_delta
-                .change(doc, old.as_ref().map(|o| o.values()), Some(new.values()));
+            self.postings_delta.change(doc, old.as_ref(), Some(&new));
         }
         self.track_terms(old.as_ref(), Some(&new));
     }
@@ -847,10 +876,8 @@ impl<'w> Builder<'w> {
             if !terms::has_terms(&d.kind) {
                 continue;
             }
-            let (old, new) = (
-                old.and_then(|o| o.values()[di].as_ref()),
-                new.and_then(|n| n.values()[di].as_ref()),
-            );
+            let (old, new) = (old.and_then(|o| o.value(di)), new.and_then(|n| n.value(di)));
+            let (old, new) = (old.as_deref(), new.as_deref());
             // (most updates leave most values as they were: comparing them is far
             // cheaper than sorting both term lists)
             if old == new {
@@ -873,8 +900,7 @@ impl<'w> Builder<'w> {
         if let Some((key, doc)) = self.writer.by_id.remove_entry(id) {
             let old = self.slot(doc).take();
             if self.track_postings {
-                self.postings_delta
-                    .change(doc, old.as_ref().map(|o| o.values()), None);
+                self.postings_delta.change(doc, old.as_ref(), None);
             }
             self.track_terms(old.as_ref(), None);
             self.writer.free.push(doc);

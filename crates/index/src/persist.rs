@@ -305,8 +305,8 @@ fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
             Some(doc) => {
                 e.u8(1);
                 e.bytes(doc.id.as_bytes());
-                for v in doc.values().iter() {
-                    encode_value(&mut e, v.as_ref());
+                for v in doc.values() {
+                    encode_value(&mut e, v.as_deref());
                 }
             }
         }
@@ -782,8 +782,8 @@ mod tests {
         for n in 0..(a.chunks.len() * CHUNK) as u32 {
             let (x, y) = (a.doc(n), b.doc(n));
             assert_eq!(
-                x.map(|d| (&d.id, d.id_key, d.values())),
-                y.map(|d| (&d.id, d.id_key, d.values()))
+                x.map(|d| (&d.id, d.id_key, d.slots())),
+                y.map(|d| (&d.id, d.id_key, d.slots()))
             );
             for di in 0..a.dims.dims.len() {
                 assert_eq!(a.shown_value(n, di), b.shown_value(n, di));
@@ -898,7 +898,7 @@ mod tests {
 
     /// The keyword value (dimension 0) of document `n`, as the address of its bytes.
     fn keyword_at(snap: &Snapshot, n: u32) -> *const u8 {
-        match snap.doc(n).and_then(|d| d.values()[0].as_ref()) {
+        match snap.doc(n).and_then(|d| d.value(0)).as_deref() {
             Some(IndexedValue::Strings(l)) => l.as_raw().as_ptr(),
             other => panic!("no keyword value: {other:?}"),
         }
@@ -906,7 +906,7 @@ mod tests {
 
     /// The text value (dimension 5) of document `n`, as the address of its bytes.
     fn text_at(snap: &Snapshot, n: u32) -> *const u8 {
-        match snap.doc(n).and_then(|d| d.values()[5].as_ref()) {
+        match snap.doc(n).and_then(|d| d.value(5)).as_deref() {
             Some(IndexedValue::Terms(l)) => l.as_raw().as_ptr(),
             other => panic!("no text value: {other:?}"),
         }
@@ -914,7 +914,7 @@ mod tests {
 
     /// The element list (dimension 1) of document `n`, as the address of its elements.
     fn elements_at(snap: &Snapshot, n: u32) -> *const u32 {
-        match snap.doc(n).and_then(|d| d.values()[1].as_ref()) {
+        match snap.doc(n).and_then(|d| d.value(1)).as_deref() {
             Some(IndexedValue::Elements(e)) => e.as_ptr(),
             other => panic!("no elements: {other:?}"),
         }

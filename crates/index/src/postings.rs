@@ -447,7 +447,7 @@ fn bitmap_of_sorted(docs: &[u32]) -> RoaringBitmap {
 pub(crate) fn build(
     dims: &Dimensions,
     vocab: &Vocabularies,
-    docs: &[(u32, &[Option<IndexedValue>])],
+    docs: &[(u32, &crate::Doc)],
 ) -> (Postings, RoaringBitmap) {
     let per_dim: Vec<Option<Arc<DimPostings>>> = dims
         .dims
@@ -466,10 +466,11 @@ pub(crate) fn build(
             let tree = tree_of(d).map(|t| &**t);
             let vocab = vocab.get(di).and_then(|v| v.as_deref()).map(|v| v.read());
             let mut level_key = Vec::new();
-            for &(n, values) in docs {
-                let Some(v) = values.get(di).and_then(|v| v.as_ref()) else {
+            for &(n, doc) in docs {
+                let Some(v) = doc.value(di) else {
                     continue;
                 };
+                let v = &*v;
                 has.push(n);
                 let text = matches!(v, IndexedValue::Terms(_));
                 if let IndexedValue::Terms(terms) = v {
@@ -641,12 +642,7 @@ impl PostingsDelta {
     }
 
     /// Records that document `doc` changed from `old` to `new` (`None`: absent).
-    pub(crate) fn change(
-        &mut self,
-        doc: u32,
-        old: Option<&[Option<IndexedValue>]>,
-        new: Option<&[Option<IndexedValue>]>,
-    ) {
+    pub(crate) fn change(&mut self, doc: u32, old: Option<&crate::Doc>, new: Option<&crate::Doc>) {
         match new {
             Some(_) => self.live.add(doc),
             None => self.live.remove(doc),
@@ -654,8 +650,9 @@ impl PostingsDelta {
         let (ob, nb) = &mut self.bufs;
         for (di, dd) in self.dims.iter_mut().enumerate() {
             let Some(dd) = dd else { continue };
-            let before = old.and_then(|v| v.get(di)).and_then(|v| v.as_ref());
-            let after = new.and_then(|v| v.get(di)).and_then(|v| v.as_ref());
+            let before = old.and_then(|d| d.value(di));
+            let after = new.and_then(|d| d.value(di));
+            let (before, after) = (before.as_deref(), after.as_deref());
             if before == after {
                 continue;
             }
@@ -1027,7 +1024,7 @@ mod tests {
             let words = ["a", "b", "c", "d", "e"];
             let mut post = empty(&d);
             let mut live = Arc::new(RoaringBitmap::new());
-            let mut docs: std::collections::HashMap<u32, Vec<Option<IndexedValue>>> =
+            let mut docs: std::collections::HashMap<u32, crate::Doc> =
                 std::collections::HashMap::new();
             for step in steps {
                 let mut delta = PostingsDelta::new(&d, crate::numbering::vocabularies_for(&d));
@@ -1036,9 +1033,10 @@ mod tests {
                     let new = val.map(|ws| {
                         let vs: Vec<&str> = ws.iter().map(|&i| words[i]).collect();
                         let ns: Vec<i64> = ws.iter().map(|&i| i as i64 * 1000 - 2000).collect();
-                        vec![kw(&vs), (!ns.is_empty()).then(|| IndexedValue::from_ints(ns))]
+                        let values = vec![kw(&vs), (!ns.is_empty()).then(|| IndexedValue::from_ints(ns))];
+                        crate::Doc::new(format!("d{doc}").into(), values.into())
                     });
-                    delta.change(doc, old.as_deref(), new.as_deref());
+                    delta.change(doc, old.as_ref(), new.as_ref());
                     match new {
                         Some(n) => { docs.insert(doc, n); }
                         None => { docs.remove(&doc); }
@@ -1049,18 +1047,17 @@ mod tests {
             let p = post[0].as_ref().unwrap();
             for w in words {
                 let want: RoaringBitmap = docs.iter()
-                    .filter(|(_, v)| matches!(&v[0], Some(IndexedValue::Strings(s)) if s.iter().any(|x| x == w)))
+                    .filter(|(_, v)| matches!(v.value(0).as_deref(), Some(IndexedValue::Strings(s)) if s.iter().any(|x| x == w)))
                     .map(|(d, _)| *d).collect();
                 let got = p.get(w.as_bytes()).cloned().unwrap_or_default();
                 prop_assert_eq!(got, want);
             }
-            let has: RoaringBitmap = docs.iter().filter(|(_, v)| v[0].is_some()).map(|(d, _)| *d).collect();
+            let has: RoaringBitmap = docs.iter().filter(|(_, v)| v.value(0).is_some()).map(|(d, _)| *d).collect();
             prop_assert_eq!(&*p.has, &has);
             let all: RoaringBitmap = docs.keys().copied().collect();
             prop_assert_eq!(&*live, &all);
             // counting from scratch gives the same postings
-            let mut sorted: Vec<(u32, &[Option<IndexedValue>])> =
-                docs.iter().map(|(d, v)| (*d, v.as_slice())).collect();
+            let mut sorted: Vec<(u32, &crate::Doc)> = docs.iter().map(|(d, v)| (*d, v)).collect();
             sorted.sort_by_key(|x| x.0);
             let (built, built_live) = build(&d, &crate::numbering::vocabularies_for(&d), &sorted);
             let b = built[0].as_ref().unwrap();
@@ -1075,7 +1072,7 @@ mod tests {
             for i in 0..5i64 {
                 let x = i * 1000 - 2000;
                 let want: RoaringBitmap = docs.iter()
-                    .filter(|(_, v)| v[1].as_ref().and_then(|v| v.ints()).is_some_and(|xs| xs.contains(&x)))
+                    .filter(|(_, v)| v.value(1).is_some_and(|v| v.ints().is_some_and(|xs| xs.contains(&x))))
                     .map(|(d, _)| *d).collect();
                 prop_assert_eq!(pn.get(&numeric_key(x as f64)).cloned().unwrap_or_default(), want);
             }

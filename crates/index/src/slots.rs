@@ -54,8 +54,8 @@ impl Slots {
 
     /// Slot `i`'s document's indexed value in dimension `di` (`None`: no document, or no
     /// value).
-    pub(crate) fn value(&self, i: usize, di: usize) -> Option<&discern_dimensions::IndexedValue> {
-        self[i].as_ref()?.values().get(di)?.as_ref()
+    pub(crate) fn value(&self, i: usize, di: usize) -> Option<discern_dimensions::ValueRef<'_>> {
+        self[i].as_ref()?.value(di)
     }
 
     /// The slots (ascending) holding another document than in `old`, or one where it

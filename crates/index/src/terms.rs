@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
+use discern_dimensions::{DimensionKind, Dimensions, IndexedValue, ValueRef};
 use fst::{IntoStreamer, Streamer};
 use levenshtein_automata::{Distance, DFA, SINK_STATE};
 use rayon::prelude::*;
@@ -63,6 +63,19 @@ fn each_term<'a>(v: Option<&'a IndexedValue>, vocab: Option<&'a Numbered>, f: im
             }
         }
         _ => {}
+    }
+}
+
+/// `each_term` of a document's value, the terms borrowed for as long as the document.
+fn each_row_term<'a>(
+    v: Option<ValueRef<'a>>,
+    vocab: Option<&'a Numbered>,
+    mut f: impl FnMut(&'a str),
+) {
+    let Some(v) = v else { return };
+    match (&*v, vocab) {
+        (IndexedValue::Terms(t), Some(vocab)) => t.iter().filter_map(|n| vocab.get(n)).for_each(f),
+        _ => v.each_str(&mut f),
     }
 }
 
@@ -652,7 +665,7 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
                         for (i, doc) in chunk.docs.iter().enumerate() {
                             let Some(doc) = doc else { continue };
                             let n = (c * crate::CHUNK + i) as u32;
-                            each_term(doc.values()[di].as_ref(), vocab, |t| {
+                            each_row_term(doc.value(di), vocab, |t| {
                                 let e = acc.entry(t).or_insert((0, u32::MAX));
                                 if e.1 != n {
                                     *e = (e.0 + 1, n);

@@ -39,7 +39,7 @@ pub(crate) fn field_length(
     field: usize,
 ) -> usize {
     cols.and_then(|c| c.text_len(dim, doc as usize % crate::CHUNK, field))
-        .or_else(|| match snap.doc(doc)?.values().get(dim)?.as_ref()? {
+        .or_else(|| match &*snap.doc(doc)?.value(dim)? {
             IndexedValue::Terms(terms) => Some(terms.group_len(field)),
             _ => None,
         })
@@ -543,10 +543,7 @@ impl TextMatcher {
     ) -> Scored {
         let (idfs, stats, weights, wsum) = (&g.idfs, &g.stats, &g.weights, g.wsum);
         let nt = self.n_terms;
-        let row = || match snap.doc(doc)?.values().get(dim)?.as_ref()? {
-            IndexedValue::Terms(terms) => Some((terms, snap.vocab(dim)?.read())),
-            _ => None,
-        };
+        let row = || Some((snap.doc(doc)?.value(dim)?, snap.vocab(dim)?.read()));
         let mut score = 0.0;
         // no allocation per item unless the query has more than 64 terms
         let mut small = [false; 64];
@@ -569,11 +566,13 @@ impl TextMatcher {
             if from_row {
                 row_tf.clear();
                 row_tf.resize(nt, 0);
-                if let Some((terms, vocab)) = row() {
-                    let tokens = terms
-                        .group(fq.index)
-                        .map(|n| vocab.get(n).unwrap_or_default());
-                    self.count_row(tokens, fq, &mut row_tf);
+                if let Some((value, vocab)) = row() {
+                    if let IndexedValue::Terms(terms) = &*value {
+                        let tokens = terms
+                            .group(fq.index)
+                            .map(|n| vocab.get(n).unwrap_or_default());
+                        self.count_row(tokens, fq, &mut row_tf);
+                    }
                 }
             }
             let tf_of = |t: usize| if from_row { row_tf[t] } else { tf[t] as u32 };

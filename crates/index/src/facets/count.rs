@@ -224,8 +224,8 @@ fn counts_by(
             let mut by: HashMap<u32, usize> = HashMap::new();
             let mut tokens: Vec<u32> = Vec::new();
             for d in &counted.set {
-                let value = snap.doc(d).and_then(|d| d.values().get(di)?.as_ref());
-                if let Some(IndexedValue::Terms(terms)) = value {
+                let value = snap.doc(d).and_then(|d| d.value(di));
+                if let Some(IndexedValue::Terms(terms)) = value.as_deref() {
                     tokens.clear();
                     tokens.extend(terms.iter());
                     tokens.sort_unstable();
@@ -448,11 +448,7 @@ fn count_row(
     (lo, hi): (&mut f64, &mut f64),
 ) {
     xs.clear();
-    match snap
-        .doc(d)
-        .and_then(|d| d.values().get(di))
-        .and_then(|v| v.as_ref())
-    {
+    match snap.doc(d).and_then(|d| d.value(di)).as_deref() {
         Some(v) if v.ints().is_some() || v.doubles().is_some() => xs.extend(v.numbers()),
         _ => return,
     }
@@ -521,16 +517,16 @@ fn tree_counts_by_path(
                 let listed = cols
                     .and_then(|cc| cc.col(di))
                     .and_then(|col| ChunkCols::elements(col, i));
+                let row;
                 let es = match listed {
                     Some(es) => es,
-                    None => match snap
-                        .doc(d)
-                        .and_then(|d| d.values().get(di))
-                        .and_then(|v| v.as_ref())
-                    {
-                        Some(IndexedValue::Elements(es)) => &es[..],
-                        _ => continue,
-                    },
+                    None => {
+                        row = snap.doc(d).and_then(|d| d.value(di));
+                        match row.as_deref() {
+                            Some(IndexedValue::Elements(es)) => &es[..],
+                            _ => continue,
+                        }
+                    }
                 };
                 for &e in es.iter() {
                     let mut cur = Some(e);
@@ -653,9 +649,10 @@ mod tests {
         let mut counts = Counts::new();
         let mut bounds: Option<(f64, f64)> = None;
         for &d in docs {
-            let Some(v) = snap.doc(d).and_then(|d| d.values()[di].as_ref()) else {
+            let Some(v) = snap.doc(d).and_then(|d| d.value(di)) else {
                 continue;
             };
+            let v = &*v;
             let mut ids: Vec<String> = Vec::new();
             match (&dim.kind, v) {
                 (DimensionKind::Tree(set), IndexedValue::Elements(es)) => {
