@@ -202,17 +202,21 @@ pub struct Engine {
 /// since) for its chunks without columns to be built (`build_missing_columns`).
 const COLUMNS_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// Builds the columns of the chunks of `current` that have none, one chunk per turn of
-/// the upkeep thread (a spare's catch-up waits for one chunk at most), until a newer
-/// snapshot replaced it (its apply continues from there). A request scanning a chunk
-/// without columns builds them on its way (~0.4 ms a chunk): after a bulk load, the
-/// first ranking request at 1M items built ~1,000 (~0.2 s on both cores).
-fn build_missing_columns(current: &std::sync::Weak<Snapshot>) {
+/// Builds the columns of the chunks of the engine's snapshot that have none, one chunk
+/// per turn of the upkeep thread (a spare's catch-up waits for one chunk at most), while
+/// the snapshot is the one apply `generation` made: a snapshot that only adopted
+/// merged did-you-mean terms shares its chunks (and a bulk load's apply starts such a
+/// merge), a newer apply continues the walk itself. A request scanning a chunk without
+/// columns builds them on its way (~0.4 ms a chunk): after a bulk load, the first
+/// ranking request at 1M items built ~1,000 (~0.2 s on both cores).
+fn build_missing_columns(engine: &std::sync::Weak<Engine>, generation: u64) {
     let started = std::time::Instant::now();
     let mut built = 0;
     for c in 0.. {
-        let Some(now) = current.upgrade() else { break };
-        if c >= now.chunk_count() {
+        let Some(now) = engine.upgrade().map(|e| e.snapshot()) else {
+            break;
+        };
+        if now.generation != generation || c >= now.chunk_count() {
             break;
         }
         built += process::in_background(|| now.build_chunk_columns(c)) as usize;
@@ -604,6 +608,7 @@ impl Engine {
                 // current.
                 let spare = guard.index.spare();
                 let current = Arc::downgrade(&self.snapshot.load());
+                let (engine, generation) = (self.me.clone(), self.snapshot.load().generation);
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
                     .spawn(move || {
@@ -649,12 +654,13 @@ impl Engine {
                         // once applies pause (applies back to back would share the
                         // cores with it: the first ten deltas after a bulk load took
                         // ~50 ms more each)
-                        if current
-                            .upgrade()
-                            .is_some_and(|now| now.chunks_without_columns() > 0)
-                        {
+                        let missing = |e: Arc<Engine>| {
+                            let now = e.snapshot();
+                            now.generation == generation && now.chunks_without_columns() > 0
+                        };
+                        if engine.upgrade().is_some_and(missing) {
                             std::thread::sleep(COLUMNS_AFTER_IDLE);
-                            build_missing_columns(&current);
+                            build_missing_columns(&engine, generation);
                         }
                         if big {
                             process::release_free_memory();
@@ -811,8 +817,15 @@ impl Engine {
         g.dimensions
             .store(snap.dims.dims.len() as u64, Ordering::Relaxed);
         g.items.store(snap.len() as u64, Ordering::Relaxed);
-        g.index_bytes
-            .store(snap.estimated_bytes() as u64, Ordering::Relaxed);
+        let bytes = snap.estimated_bytes_parts();
+        g.index_bytes.store(bytes.total() as u64, Ordering::Relaxed);
+        tracing::debug!(
+            documents_mb = bytes.documents >> 20,
+            columns_mb = bytes.columns >> 20,
+            postings_mb = bytes.postings >> 20,
+            dictionaries_mb = bytes.dictionaries >> 20,
+            "index estimate"
+        );
     }
 
     /// The Prometheus exposition (SPEC §12).
@@ -985,6 +998,54 @@ mod tests {
         let dims = e.set_dimensions(&mut g, &doc).unwrap();
         e.reindex(&mut g, dims).unwrap();
         built_before_reading("after a dimensions change");
+    }
+
+    /// An apply adding more than `BACKGROUND_MERGE_TERMS` did-you-mean terms (as a bulk
+    /// load does) has them merged in the background, which replaces its snapshot with one
+    /// sharing its chunks: the background walk still builds every chunk's columns.
+    #[test]
+    fn columns_are_built_after_a_term_merge() {
+        let d = tempfile::tempdir().unwrap();
+        let (e, mut g) = engine_with(
+            d.path(),
+            b"<dimensions><dimension id='n' type='integer'/><dimension id='t' type='text'/>\
+              </dimensions>",
+        );
+        e.populate(&mut g).unwrap();
+        drop(g);
+        // four words of letters only per item, each its own term
+        let word = |mut k: usize| {
+            let mut w = String::from("w");
+            loop {
+                w.push((b'a' + (k % 26) as u8) as char);
+                k /= 26;
+                if k == 0 {
+                    break w;
+                }
+            }
+        };
+        let items: String = (0..2500)
+            .map(|i| {
+                let words: Vec<String> = (0..4).map(|j| word(i * 4 + j)).collect();
+                format!(
+                    "<set-item id='i{i}'><properties><struct><entry name='n'><int>{i}</int>\
+                     </entry><entry name='t'><string>{}</string></entry></struct></properties>\
+                     </set-item>",
+                    words.join(" ")
+                )
+            })
+            .collect();
+        // (10,001 terms, "w" and the 10,000 words: the apply leaves them to a merge)
+        const { assert!(2500 * 4 > discern_index::terms::BACKGROUND_MERGE_TERMS) };
+        let generation = e.snapshot().generation;
+        apply(&e, &format!("<changeset>{items}</changeset>"));
+        wait_until("the terms were not merged", || {
+            e.snapshot().terms_overlay_len() <= discern_index::terms::BACKGROUND_MERGE_TERMS
+        });
+        assert_eq!(e.snapshot().generation, generation + 1, "no other apply");
+        wait_until("columns not built after the term merge", || {
+            e.snapshot().chunks_without_columns() == 0
+        });
     }
 
     /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
