@@ -11,6 +11,7 @@ mod exact;
 mod facets;
 mod fuzzy;
 mod geo;
+mod ids;
 mod intern;
 mod kernels;
 mod keys;
@@ -700,9 +701,21 @@ pub fn index_values(dims: &Dimensions, record: &Record) -> (DocValues, u64) {
     (values, errors)
 }
 
+/// Document `n` of `chunks`.
+fn doc_at(chunks: &[Arc<Chunk>], n: u32) -> Option<&Doc> {
+    let (c, i) = (n as usize / CHUNK, n as usize % CHUNK);
+    let docs = &chunks.get(c)?.docs;
+    (i < docs.len()).then(|| docs[i].as_ref())?
+}
+
+/// The id of document `n` of `chunks`.
+fn doc_id(chunks: &[Arc<Chunk>], n: u32) -> Option<&str> {
+    doc_at(chunks, n).map(|d| &*d.id)
+}
+
 /// Writer-side state: id → doc number and free doc numbers. Owned by the single writer.
 pub struct IndexWriter {
-    by_id: FastMap<Arc<str>, u32>,
+    by_id: ids::IdIndex,
     free: Vec<u32>,
     next: u32,
     /// Values that could not be indexed since start (`item.errors`).
@@ -724,7 +737,7 @@ enum Undo {
         doc: u32,
     },
     Cleared {
-        by_id: FastMap<Arc<str>, u32>,
+        by_id: ids::IdIndex,
         free: Vec<u32>,
         next: u32,
     },
@@ -762,7 +775,7 @@ impl IndexWriter {
 
     pub fn new() -> IndexWriter {
         IndexWriter {
-            by_id: FastMap::default(),
+            by_id: ids::IdIndex::default(),
             free: Vec::new(),
             next: 0,
             errors: 0,
@@ -839,8 +852,10 @@ impl<'w> Builder<'w> {
         self.errors += errors;
         number_text(&self.vocab, &mut values);
         self.writer.interner.intern(&mut values);
-        let (doc, key) = match self.writer.by_id.get_key_value(id) {
-            Some((k, &doc)) => (doc, k.clone()),
+        let chunks = &self.chunks;
+        let known = self.writer.by_id.get(id, |n| doc_id(chunks, n));
+        let (doc, key) = match known.and_then(|n| Some((n, doc_at(chunks, n)?.id.clone()))) {
+            Some(found) => found,
             None => {
                 let key: Arc<str> = Arc::from(id);
                 let (doc, from_free) = match self.writer.free.pop() {
@@ -850,7 +865,7 @@ impl<'w> Builder<'w> {
                         (self.writer.next - 1, false)
                     }
                 };
-                self.writer.by_id.insert(key.clone(), doc);
+                self.writer.by_id.insert(id, doc);
                 self.undo.push(Undo::Added {
                     id: key.clone(),
                     from_free,
@@ -897,8 +912,11 @@ impl<'w> Builder<'w> {
     }
 
     pub fn delete(&mut self, id: &str) {
-        if let Some((key, doc)) = self.writer.by_id.remove_entry(id) {
+        let chunks = &self.chunks;
+        if let Some(doc) = self.writer.by_id.get(id, |n| doc_id(chunks, n)) {
+            self.writer.by_id.remove(id, doc);
             let old = self.slot(doc).take();
+            let key = old.as_ref().map_or_else(|| Arc::from(id), |d| d.id.clone());
             if self.track_postings {
                 self.postings_delta.change(doc, old.as_ref(), None);
             }
@@ -1023,7 +1041,7 @@ impl Drop for Builder<'_> {
         while let Some(u) = self.undo.pop() {
             match u {
                 Undo::Added { id, from_free, doc } => {
-                    self.writer.by_id.remove(&id);
+                    self.writer.by_id.remove(&id, doc);
                     if from_free {
                         self.writer.free.push(doc);
                     } else {
@@ -1032,7 +1050,7 @@ impl Drop for Builder<'_> {
                 }
                 Undo::Removed { id, doc } => {
                     self.writer.free.pop();
-                    self.writer.by_id.insert(id, doc);
+                    self.writer.by_id.insert(&id, doc);
                 }
                 Undo::Cleared { by_id, free, next } => {
                     self.writer.by_id = by_id;
@@ -1121,6 +1139,14 @@ mod tests {
             b.clear();
             b.upsert("d", &rec);
         } // dropped: rolled back
+        {
+            let mut b = w.begin(&s1);
+            b.upsert("c", &rec);
+            b.delete("b");
+        } // rolled back too: the writer lists "a" and "b" only
+        assert_eq!(w.by_id.len(), 2);
+        let listed = |id| w.by_id.get(id, |n| doc_id(&s1.chunks, n));
+        assert!(listed("a").is_some() && listed("b").is_some() && listed("c").is_none());
         let mut b = w.begin(&s1);
         b.upsert("a", &rec);
         let s2 = b.commit();

@@ -25,7 +25,7 @@ use crate::intern::{Interner, SharedInterner};
 use crate::numbering::Numbering;
 use crate::postings::DimPostings;
 use crate::terms::TermDict;
-use crate::{Chunk, Doc, FastMap, IndexWriter, Snapshot, CHUNK};
+use crate::{Chunk, Doc, IndexWriter, Snapshot, CHUNK};
 
 const MAGIC: &[u8; 8] = b"discernI";
 /// Bump whenever the layout or what extraction produces for a record changes: a file
@@ -594,7 +594,7 @@ pub fn load<R: Read + Send>(
     Ok((snap, writer))
 }
 
-type IdMap = FastMap<Arc<str>, u32>;
+type IdMap = crate::ids::IdIndex;
 
 /// A dimension's vocabulary block (`decode_vocab`): its words in number order.
 fn encode_vocab(v: Option<&Numbering>) -> Vec<u8> {
@@ -646,15 +646,17 @@ fn load_docs<R: Read + Send>(
     let mut by_id = IdMap::with_capacity(live_docs.len() as usize);
     let mut empty = Vec::new();
     let interner = SharedInterner::new(ndims);
-    let mut map_ids = |by_id: &mut IdMap, first: usize, batch: &[Arc<Chunk>]| {
-        for (c, chunk) in batch.iter().enumerate() {
+    // (`chunks[first..]` are the batch to map, those before it mapped)
+    let mut map_ids = |by_id: &mut IdMap, first: usize, chunks: &[Arc<Chunk>]| {
+        for (c, chunk) in chunks.iter().enumerate().skip(first) {
             for (i, doc) in chunk.docs.iter().enumerate() {
-                let n = ((first + c) * CHUNK + i) as u32;
+                let n = (c * CHUNK + i) as u32;
                 match doc {
                     Some(doc) => {
-                        if n >= next || by_id.insert(doc.id.clone(), n).is_some() {
+                        if n >= next || by_id.get(&doc.id, |d| crate::doc_id(chunks, d)).is_some() {
                             return Err(Corrupt("document numbers"));
                         }
+                        by_id.insert(&doc.id, n);
                         if !live_docs.contains(n) {
                             return Err(Corrupt("live documents"));
                         }
@@ -685,7 +687,7 @@ fn load_docs<R: Read + Send>(
                     .collect::<Result<Vec<Chunk>, _>>()
             },
             || -> Result<(), LoadError> {
-                map_ids(&mut by_id, mapped, &chunks[mapped..])?;
+                map_ids(&mut by_id, mapped, &chunks)?;
                 read_batch(r, &mut spare)
             },
         );
@@ -694,7 +696,7 @@ fn load_docs<R: Read + Send>(
         chunks.extend(decoded?.into_iter().map(Arc::new));
         std::mem::swap(&mut blocks, &mut spare);
     }
-    map_ids(&mut by_id, mapped, &chunks[mapped..])?;
+    map_ids(&mut by_id, mapped, &chunks)?;
     if live_docs.len() != by_id.len() as u64 {
         return Err(Corrupt("live documents").into());
     }
