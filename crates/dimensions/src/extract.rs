@@ -442,7 +442,7 @@ mod tests {
 
     #[test]
     fn a_value_is_two_words() {
-        // the index holds one per dimension per document
+        // (the index's rows hold each in one word: `Slot`)
         assert_eq!(std::mem::size_of::<Option<IndexedValue>>(), 16);
         assert_eq!(IndexedValue::from_ints(vec![7]), IndexedValue::Int(7));
         assert_eq!(

@@ -81,6 +81,22 @@ impl From<IndexedValue> for Slot {
     }
 }
 
+/// A list of numbers as its value: `one` of a lone number (the list itself then stays
+/// the slot's, uncounted), else `many`.
+fn one_or_many<T: Copy>(
+    xs: Many<T>,
+    one: fn(T) -> IndexedValue,
+    many: fn(Many<T>) -> IndexedValue,
+) -> IndexedValue {
+    match xs[..] {
+        [x] => {
+            let _ = ManuallyDrop::new(xs);
+            one(x)
+        }
+        _ => many(xs),
+    }
+}
+
 impl Slot {
     fn inline(word: u64) -> Slot {
         Slot(NonZeroU64::new(word).expect("an inline number has its tag"))
@@ -123,27 +139,12 @@ impl Slot {
                 TEXT => IndexedValue::Text(StrList::from_many(Many::from_raw(raw))),
                 POINTS => IndexedValue::Points(Many::from_raw(raw)),
                 ELEMENTS => IndexedValue::Elements(Many::from_raw(raw)),
-                INTS => {
-                    let xs: Many<i64> = Many::from_raw(raw);
-                    match xs[..] {
-                        [x] => {
-                            // (the one-item list stays the slot's)
-                            let _ = ManuallyDrop::new(xs);
-                            IndexedValue::Int(x)
-                        }
-                        _ => IndexedValue::Ints(xs),
-                    }
-                }
-                _ => {
-                    let xs: Many<f64> = Many::from_raw(raw);
-                    match xs[..] {
-                        [x] => {
-                            let _ = ManuallyDrop::new(xs);
-                            IndexedValue::Double(x)
-                        }
-                        _ => IndexedValue::Doubles(xs),
-                    }
-                }
+                INTS => one_or_many(Many::from_raw(raw), IndexedValue::Int, IndexedValue::Ints),
+                _ => one_or_many(
+                    Many::from_raw(raw),
+                    IndexedValue::Double,
+                    IndexedValue::Doubles,
+                ),
             }
         }
     }

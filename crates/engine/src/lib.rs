@@ -941,19 +941,26 @@ mod tests {
         }
     }
 
+    /// An engine on `dir` with an integer dimension `n` and a text dimension `t`, its
+    /// index built.
+    fn populated_with_number_and_text(dir: &std::path::Path) -> Arc<Engine> {
+        let (e, mut g) = engine_with(
+            dir,
+            b"<dimensions><dimension id='n' type='integer'/><dimension id='t' type='text'/>\
+              </dimensions>",
+        );
+        e.populate(&mut g).unwrap();
+        drop(g);
+        e
+    }
+
     /// Every chunk's columns and every text field's length unions are built in the
     /// background after an apply, and at start-up before the engine is queryable, so
     /// that the first requests do not build them on their way.
     #[test]
     fn columns_are_built_in_the_background() {
         let d = tempfile::tempdir().unwrap();
-        let (e, mut g) = engine_with(
-            d.path(),
-            b"<dimensions><dimension id='n' type='integer'/><dimension id='t' type='text'/>\
-              </dimensions>",
-        );
-        e.populate(&mut g).unwrap();
-        drop(g);
+        let e = populated_with_number_and_text(d.path());
         let items: String = (0..2500)
             .map(|i| {
                 format!(
@@ -1006,13 +1013,7 @@ mod tests {
     #[test]
     fn columns_are_built_after_a_term_merge() {
         let d = tempfile::tempdir().unwrap();
-        let (e, mut g) = engine_with(
-            d.path(),
-            b"<dimensions><dimension id='n' type='integer'/><dimension id='t' type='text'/>\
-              </dimensions>",
-        );
-        e.populate(&mut g).unwrap();
-        drop(g);
+        let e = populated_with_number_and_text(d.path());
         // four words of letters only per item, each its own term
         let word = |mut k: usize| {
             let mut w = String::from("w");

@@ -397,7 +397,7 @@ impl ChunkCols {
             live: docs.iter().flatten().count() as u32,
             id_keys: docs
                 .iter()
-                .map(|d| d.as_ref().map_or(0, |d| d.id_key))
+                .map(|d| d.as_ref().map_or(0, |d| d.id_key()))
                 .collect(),
         }
     }
@@ -459,7 +459,7 @@ impl ChunkCols {
             }
             cols.push(Some(Arc::new(col)));
         }
-        let id_key = |i: usize| docs[i].as_ref().map_or(0, |d| d.id_key);
+        let id_key = |i: usize| docs[i].as_ref().map_or(0, |d| d.id_key());
         let id_keys = if changed.iter().all(|&i| self.id_keys[i] == id_key(i)) {
             self.id_keys.clone()
         } else {

@@ -3,7 +3,6 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
-use std::sync::Arc;
 
 use discern_dimensions::DimensionKind;
 use rayon::prelude::*;
@@ -22,7 +21,7 @@ use crate::Snapshot;
 #[derive(Clone, Debug)]
 pub struct Hit {
     pub doc: u32,
-    pub id: Arc<str>,
+    pub id: crate::DocId,
     pub exact: bool,
     pub r: f64,
     /// The id's first bytes (`id_key`): most id comparisons stop here.
@@ -31,12 +30,18 @@ pub struct Hit {
 
 impl Hit {
     pub(crate) fn new(n: u32, doc: &crate::Doc, exact: bool, r: f64) -> Hit {
+        Hit::keyed(n, doc, doc.id_key(), exact, r)
+    }
+
+    /// `new` with the document's `id_key` as its chunk's column gives it.
+    pub(crate) fn keyed(n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) -> Hit {
+        debug_assert_eq!(id_key, doc.id_key());
         Hit {
             doc: n,
             id: doc.id.clone(),
             exact,
             r,
-            id_key: doc.id_key,
+            id_key,
         }
     }
 }
@@ -203,7 +208,7 @@ impl TopK {
             m.push(n, exact);
         }
         if self.heap.len() < self.k {
-            self.heap.push(Ranked(Hit::new(n, doc, exact, r)));
+            self.heap.push(Ranked(Hit::keyed(n, doc, id_key, exact, r)));
             return;
         }
         let Some(worst) = self.heap.peek() else {
@@ -225,7 +230,7 @@ impl TopK {
         };
         if better {
             self.heap.pop();
-            self.heap.push(Ranked(Hit::new(n, doc, exact, r)));
+            self.heap.push(Ranked(Hit::keyed(n, doc, id_key, exact, r)));
         }
     }
 
@@ -481,8 +486,8 @@ impl Sink for Vec<u32> {
 }
 
 impl Sink for Vec<Hit> {
-    fn offer(&mut self, n: u32, doc: &crate::Doc, _: u64, exact: bool, r: f64) {
-        self.push(Hit::new(n, doc, exact, r));
+    fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
+        self.push(Hit::keyed(n, doc, id_key, exact, r));
     }
     fn merge(mut self, mut other: Self) -> Self {
         self.append(&mut other);
@@ -558,7 +563,7 @@ pub(crate) fn scan<S: Sink>(
                 continue;
             }
             if let Some(Some(doc)) = chunk.docs.get(i as usize) {
-                let id_key = view.cols.map_or(doc.id_key, |c| c.id_key(i as usize));
+                let id_key = view.cols.map_or(doc.id_key(), |c| c.id_key(i as usize));
                 p.sink.offer(view.base + i as u32, doc, id_key, exact, r);
             }
         }

@@ -74,22 +74,57 @@ const CHUNK: usize = 1024;
 #[derive(Clone)]
 pub struct Doc(triomphe::ThinArc<DocHead, Option<Slot>>);
 
-/// What a document holds beside its values.
+/// What a document holds beside its values: its id, behind a one-word pointer (with
+/// 21 dimensions, the document's allocation is then 192 bytes, not 224).
 pub struct DocHead {
-    pub id: Arc<str>,
-    /// `eval::id_key(id)`, kept beside the row so that ordering ties rarely reads the id.
-    pub id_key: u64,
+    pub id: DocId,
+}
+
+impl DocHead {
+    /// `eval::id_key(id)` (the columns keep it for ordering ties: `ChunkCols::id_key`).
+    #[inline]
+    pub fn id_key(&self) -> u64 {
+        eval::id_key(&self.id)
+    }
+}
+
+/// A document's id: shared, immutable, one word (its length lives in the allocation).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct DocId(discern_dimensions::Many<u8>);
+
+impl From<&str> for DocId {
+    fn from(id: &str) -> DocId {
+        DocId(id.as_bytes().into())
+    }
+}
+
+impl std::ops::Deref for DocId {
+    type Target = str;
+    #[inline]
+    fn deref(&self) -> &str {
+        // SAFETY: a `DocId` is made only from a `str` (`From<&str>`), and its bytes are
+        // never changed.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+}
+
+impl std::fmt::Debug for DocId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl std::fmt::Display for DocId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
 }
 
 impl Doc {
     /// Document `id` with `values`, one per dimension in document order.
-    pub fn new(id: Arc<str>, values: DocValues) -> Doc {
-        let head = DocHead {
-            id_key: eval::id_key(&id),
-            id,
-        };
+    pub fn new(id: DocId, values: DocValues) -> Doc {
         Doc(triomphe::ThinArc::from_header_and_iter(
-            head,
+            DocHead { id },
             values.into_vec().into_iter().map(|v| v.map(Slot::from)),
         ))
     }
@@ -161,7 +196,7 @@ impl Chunk {
 
     fn min_id_key(&self) -> u64 {
         *self.min_id_key.get_or_init(|| {
-            let keys = self.docs.iter().flatten().map(|d| d.id_key);
+            let keys = self.docs.iter().flatten().map(|d| d.id_key());
             keys.min().unwrap_or(u64::MAX)
         })
     }
@@ -490,13 +525,13 @@ impl Snapshot {
 
     /// Dimension `di`'s value of document `doc` as extraction gave it: a text value's
     /// numbers turned back into its tokens (for showing it, or sorting by it).
-    pub fn shown_value(&self, doc: u32, di: usize) -> Option<std::borrow::Cow<'_, IndexedValue>> {
+    pub fn shown_value(&self, doc: u32, di: usize) -> Option<ShownValue<'_>> {
         let v = self.doc(doc)?.value(di)?;
         Some(match (&*v, self.vocab(di)) {
             (IndexedValue::Terms(terms), Some(vocab)) => {
-                std::borrow::Cow::Owned(IndexedValue::Text(vocab.read().tokens(terms)))
+                ShownValue::Words(IndexedValue::Text(vocab.read().tokens(terms)))
             }
-            _ => std::borrow::Cow::Owned(v.clone()),
+            _ => ShownValue::Row(v),
         })
     }
 
@@ -656,6 +691,31 @@ impl Snapshot {
     }
 }
 
+/// A document's value as `Snapshot::shown_value` gives it: its row's, borrowed (no
+/// count taken: requests sorting a million documents read one each, on every core), or
+/// a text value's words.
+#[derive(Debug)]
+pub enum ShownValue<'a> {
+    Row(ValueRef<'a>),
+    Words(IndexedValue),
+}
+
+impl std::ops::Deref for ShownValue<'_> {
+    type Target = IndexedValue;
+    fn deref(&self) -> &IndexedValue {
+        match self {
+            ShownValue::Row(v) => v,
+            ShownValue::Words(v) => v,
+        }
+    }
+}
+
+impl PartialEq for ShownValue<'_> {
+    fn eq(&self, other: &ShownValue<'_>) -> bool {
+        **self == **other
+    }
+}
+
 /// The index's estimated bytes by part (`Snapshot::estimated_bytes_parts`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexBytes {
@@ -728,12 +788,12 @@ pub struct IndexWriter {
 
 enum Undo {
     Added {
-        id: Arc<str>,
+        id: DocId,
         from_free: bool,
         doc: u32,
     },
     Removed {
-        id: Arc<str>,
+        id: DocId,
         doc: u32,
     },
     Cleared {
@@ -857,7 +917,7 @@ impl<'w> Builder<'w> {
         let (doc, key) = match known.and_then(|n| Some((n, doc_at(chunks, n)?.id.clone()))) {
             Some(found) => found,
             None => {
-                let key: Arc<str> = Arc::from(id);
+                let key = DocId::from(id);
                 let (doc, from_free) = match self.writer.free.pop() {
                     Some(d) => (d, true),
                     None => {
@@ -916,7 +976,9 @@ impl<'w> Builder<'w> {
         if let Some(doc) = self.writer.by_id.get(id, |n| doc_id(chunks, n)) {
             self.writer.by_id.remove(id, doc);
             let old = self.slot(doc).take();
-            let key = old.as_ref().map_or_else(|| Arc::from(id), |d| d.id.clone());
+            let key = old
+                .as_ref()
+                .map_or_else(|| DocId::from(id), |d| d.id.clone());
             if self.track_postings {
                 self.postings_delta.change(doc, old.as_ref(), None);
             }
@@ -1154,6 +1216,22 @@ mod tests {
         assert_eq!(s1.docs().count(), 2);
         let ids: Vec<_> = s2.docs().map(|d| d.id.to_string()).collect();
         assert_eq!(ids, ["a", "b"]);
+    }
+
+    /// A document's allocation is its count, its id's pointer, its length and one word
+    /// per dimension; its id reads back, and its id key is the id's.
+    #[test]
+    fn a_document_is_three_words_and_one_per_dimension() {
+        assert_eq!(std::mem::size_of::<DocHead>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Slot>>(), 8);
+        let d = Doc::new(
+            "item-7".into(),
+            vec![None, Some(IndexedValue::Int(3))].into(),
+        );
+        assert_eq!(&*d.id, "item-7");
+        assert_eq!(d.id_key(), eval::id_key("item-7"));
+        assert_eq!(d.value(1).as_deref(), Some(&IndexedValue::Int(3)));
+        assert!(d.value(0).is_none() && d.value(2).is_none());
     }
 
     /// The chunks an apply copied are named for rebuilding with the columns the replaced

@@ -328,7 +328,7 @@ fn decode_chunk(
             docs.push(None);
             continue;
         }
-        let id: Arc<str> = std::str::from_utf8(d.bytes()?)
+        let id: crate::DocId = std::str::from_utf8(d.bytes()?)
             .map_err(|_| Corrupt("item id"))?
             .into();
         let values = (0..dims)
@@ -784,8 +784,8 @@ mod tests {
         for n in 0..(a.chunks.len() * CHUNK) as u32 {
             let (x, y) = (a.doc(n), b.doc(n));
             assert_eq!(
-                x.map(|d| (&d.id, d.id_key, d.slots())),
-                y.map(|d| (&d.id, d.id_key, d.slots()))
+                x.map(|d| (&d.id, d.id_key(), d.slots())),
+                y.map(|d| (&d.id, d.id_key(), d.slots()))
             );
             for di in 0..a.dims.dims.len() {
                 assert_eq!(a.shown_value(n, di), b.shown_value(n, di));

@@ -1034,7 +1034,7 @@ mod tests {
                         let vs: Vec<&str> = ws.iter().map(|&i| words[i]).collect();
                         let ns: Vec<i64> = ws.iter().map(|&i| i as i64 * 1000 - 2000).collect();
                         let values = vec![kw(&vs), (!ns.is_empty()).then(|| IndexedValue::from_ints(ns))];
-                        crate::Doc::new(format!("d{doc}").into(), values.into())
+                        crate::Doc::new(format!("d{doc}").as_str().into(), values.into())
                     });
                     delta.change(doc, old.as_ref(), new.as_ref());
                     match new {
