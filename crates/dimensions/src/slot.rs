@@ -43,12 +43,8 @@ const DOUBLES: u64 = 7;
 const DOUBLE_BIT: u64 = 0b1000;
 const INLINE_BITS: u32 = 4;
 
-// SAFETY: a slot owns (one count of) an immutable `Many` of `Send + Sync` items, or a
-// plain number; `Many` itself is `Send + Sync` for such items, and a slot only ever
-// reads through the pointer or moves the count.
-unsafe impl Send for Slot {}
-// SAFETY: as above: `&Slot` gives only shared reads of the immutable allocation.
-unsafe impl Sync for Slot {}
+// (`Send` and `Sync` as a plain number is: right, since what a slot points to — one
+// count of an immutable `Many` of numbers or bytes — is both.)
 
 fn pointer<T>(tag: u64, list: Many<T>) -> Slot {
     let raw = list.into_raw() as u64;

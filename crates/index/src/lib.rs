@@ -69,7 +69,7 @@ const CHUNK: usize = 1024;
 
 /// A document of the index: its id and one indexed value per dimension, each in one
 /// word (`Slot`), in one allocation behind a one-word pointer (a clone costs a
-/// reference count). Reads as its `DocHead` (`doc.id`, `doc.id_key`); `value` and
+/// reference count). Reads as its `DocHead` (`doc.id`, `doc.id_key()`); `value` and
 /// `values` give the values.
 #[derive(Clone)]
 pub struct Doc(triomphe::ThinArc<DocHead, Option<Slot>>);
