@@ -607,8 +607,11 @@ impl Engine {
                 // postings take this apply's changes, so that the next apply finds them
                 // current.
                 let spare = guard.index.spare();
-                let current = Arc::downgrade(&self.snapshot.load());
-                let (engine, generation) = (self.me.clone(), self.snapshot.load().generation);
+                let (current, generation) = {
+                    let now = self.snapshot.load();
+                    (Arc::downgrade(&now), now.generation)
+                };
+                let engine = self.me.clone();
                 let _ = std::thread::Builder::new()
                     .name("reclaim".into())
                     .spawn(move || {

@@ -912,9 +912,8 @@ impl<'w> Builder<'w> {
         self.errors += errors;
         number_text(&self.vocab, &mut values);
         self.writer.interner.intern(&mut values);
-        let chunks = &self.chunks;
-        let known = self.writer.by_id.get(id, |n| doc_id(chunks, n));
-        let (doc, key) = match known.and_then(|n| Some((n, doc_at(chunks, n)?.id.clone()))) {
+        let known = self.doc_of(id);
+        let (doc, key) = match known.and_then(|n| Some((n, doc_at(&self.chunks, n)?.id.clone()))) {
             Some(found) => found,
             None => {
                 let key = DocId::from(id);
@@ -971,9 +970,13 @@ impl<'w> Builder<'w> {
         }
     }
 
+    /// The document number of item `id`, if it has one.
+    fn doc_of(&self, id: &str) -> Option<u32> {
+        self.writer.by_id.get(id, |n| doc_id(&self.chunks, n))
+    }
+
     pub fn delete(&mut self, id: &str) {
-        let chunks = &self.chunks;
-        if let Some(doc) = self.writer.by_id.get(id, |n| doc_id(chunks, n)) {
+        if let Some(doc) = self.doc_of(id) {
             self.writer.by_id.remove(id, doc);
             let old = self.slot(doc).take();
             let key = old
@@ -1253,12 +1256,19 @@ mod tests {
         b.upsert(&format!("i{:05}", CHUNK + 3), &rec("w"));
         let s2 = b.commit();
         assert!(s2.chunks[0].cols.get().is_none());
+        assert_eq!(
+            s2.estimated_bytes_parts().columns,
+            0,
+            "no columns built yet"
+        );
         let jobs = s2.columns_to_rebuild(&s1);
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].chunk, 0);
         s2.build_columns(&jobs[0]);
         let cols = s2.chunks[0].cols.get().expect("columns built");
         assert!(cols.keys[0].get().is_some());
+        // the estimate counts them: at least the key column and the id keys
+        assert!(s2.estimated_bytes_parts().columns >= CHUNK * (4 + 8));
         assert!(s2.chunks[1].cols.get().is_none());
         // nothing copied since: nothing to build
         assert!(s2.clone().columns_to_rebuild(&s2).is_empty());

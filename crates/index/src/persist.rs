@@ -1033,6 +1033,18 @@ mod tests {
             reload(&rebuild(&b), b"h"),
             Err(LoadError::Corrupt(Corrupt("token numbers")))
         ));
+        // two documents with one id ("b" renamed "a"; with the same number of ids as
+        // live documents, only the lookup of each id before it is listed catches it)
+        let mut b = blocks.clone();
+        let named_b: &[u8] = &[1, 1, 0, 0, 0, 0, 0, 0, 0, b'b'];
+        let at = (b[chunk].windows(named_b.len()))
+            .position(|w| w == named_b)
+            .expect("document b in the chunk block");
+        b[chunk][at + named_b.len() - 1] = b'a';
+        assert!(matches!(
+            reload(&rebuild(&b), b"h"),
+            Err(LoadError::Corrupt(Corrupt("document numbers")))
+        ));
         // a word twice, or a vocabulary for a dimension that is not text
         let mut e = Enc::default();
         e.u8(1);
