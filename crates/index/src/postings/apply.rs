@@ -1,0 +1,468 @@
+//! Changing the postings: an apply records each document's old and new keys
+//! (`PostingsDelta`), resolves them into each set's additions and removals (`Resolved`),
+//! and folds those into a copy of the postings — the spare one snapshot behind when the
+//! writer holds it (`Spare`, `commit`), so that the sets queries may be reading are not
+//! copied on every apply.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use discern_dimensions::{Dimensions, ElementSet, IndexedValue};
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+
+use super::{bitmap_of_sorted, tree_of, DimsPostings, Key, KeyBuf, Postings, ShorterCache};
+use crate::numbering::Vocabularies;
+use crate::FastMap;
+
+/// A set's pending changes, in the order they were made: each a doc number shifted left
+/// by one, the low bit set for "add". Each change states the document's membership
+/// after it, so a document's last change is its final state.
+#[derive(Default)]
+struct Delta {
+    ops: Vec<u64>,
+}
+
+impl Delta {
+    fn add(&mut self, doc: u32) {
+        self.ops.push((doc as u64) << 1 | 1);
+    }
+    fn remove(&mut self, doc: u32) {
+        self.ops.push((doc as u64) << 1);
+    }
+    fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    /// The documents added and removed, each as a bitmap.
+    fn resolve(mut self) -> (RoaringBitmap, RoaringBitmap) {
+        // stable: a document's changes keep their order, its last one wins
+        self.ops.sort_by_key(|op| op >> 1);
+        let (mut add, mut remove) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < self.ops.len() {
+            let doc = (self.ops[i] >> 1) as u32;
+            let mut last = self.ops[i];
+            while i < self.ops.len() && (self.ops[i] >> 1) as u32 == doc {
+                last = self.ops[i];
+                i += 1;
+            }
+            if last & 1 == 1 {
+                add.push(doc);
+            } else {
+                remove.push(doc);
+            }
+        }
+        (bitmap_of_sorted(&add), bitmap_of_sorted(&remove))
+    }
+}
+
+#[derive(Default)]
+struct DimDelta {
+    keys: FastMap<Key, Delta>,
+    has: Delta,
+    field_stats: Vec<(i64, i64)>,
+}
+
+impl DimDelta {
+    /// Records that `doc` joined (`add`) or left key `k`'s set; the key is allocated only
+    /// when new to this delta.
+    fn change(&mut self, k: &[u8], doc: u32, add: bool) {
+        let d = match self.keys.get_mut(k) {
+            Some(d) => d,
+            None => self.keys.entry(k.into()).or_default(),
+        };
+        if add {
+            d.add(doc)
+        } else {
+            d.remove(doc)
+        }
+    }
+}
+
+/// The changes one apply makes to the postings, folded in by `commit`.
+pub(crate) struct PostingsDelta {
+    dims: Vec<Option<DimDelta>>,
+    live: Delta,
+    bufs: (KeyBuf, KeyBuf),
+    /// Per dimension, its tree when it is one (see `subtree_key`).
+    trees: Vec<Option<Arc<ElementSet>>>,
+    /// Per text dimension, its vocabulary (the documents' token numbers' tokens).
+    vocab: Vocabularies,
+}
+
+impl PostingsDelta {
+    pub(crate) fn new(dims: &Dimensions, vocab: Vocabularies) -> PostingsDelta {
+        PostingsDelta {
+            dims: dims
+                .dims
+                .iter()
+                .map(|_| Some(DimDelta::default()))
+                .collect(),
+            live: Delta::default(),
+            bufs: (KeyBuf::new(), KeyBuf::new()),
+            trees: dims.dims.iter().map(|d| tree_of(d).cloned()).collect(),
+            vocab,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        for d in self.dims.iter_mut().flatten() {
+            *d = DimDelta::default();
+        }
+        self.live = Delta::default();
+    }
+
+    /// Records that document `doc` changed from `old` to `new` (`None`: absent).
+    pub(crate) fn change(&mut self, doc: u32, old: Option<&crate::Doc>, new: Option<&crate::Doc>) {
+        match new {
+            Some(_) => self.live.add(doc),
+            None => self.live.remove(doc),
+        }
+        let (ob, nb) = &mut self.bufs;
+        for (di, dd) in self.dims.iter_mut().enumerate() {
+            let Some(dd) = dd else { continue };
+            let before = old.and_then(|d| d.value(di));
+            let after = new.and_then(|d| d.value(di));
+            let (before, after) = (before.as_deref(), after.as_deref());
+            if before == after {
+                continue;
+            }
+            match (before, after) {
+                (None, Some(_)) => dd.has.add(doc),
+                (Some(_), None) => dd.has.remove(doc),
+                _ => {}
+            }
+            for (v, sign) in [(before, -1i64), (after, 1)] {
+                if let Some(IndexedValue::Terms(terms)) = v {
+                    if dd.field_stats.len() < terms.groups() {
+                        dd.field_stats.resize(terms.groups(), (0, 0));
+                    }
+                    for (fi, n) in terms.group_lens().enumerate() {
+                        if n > 0 {
+                            dd.field_stats[fi].0 += sign * n as i64;
+                            dd.field_stats[fi].1 += sign;
+                        }
+                    }
+                }
+            }
+            let tree = self.trees.get(di).and_then(|t| t.as_deref());
+            let vocab = self
+                .vocab
+                .get(di)
+                .and_then(|v| v.as_deref())
+                .map(|v| v.read());
+            ob.fill(before, tree, vocab.as_deref());
+            nb.fill(after, tree, vocab.as_deref());
+            // merge walk over the two sorted key lists
+            let (mut i, mut j) = (0, 0);
+            while i < ob.len() || j < nb.len() {
+                let ko = (i < ob.len()).then(|| ob.get(i));
+                let kn = (j < nb.len()).then(|| nb.get(j));
+                match (ko, kn) {
+                    (Some(a), Some(b)) if a == b => {
+                        i += 1;
+                        j += 1;
+                    }
+                    (Some(a), Some(b)) if a < b => {
+                        dd.change(a, doc, false);
+                        i += 1;
+                    }
+                    (Some(a), None) => {
+                        dd.change(a, doc, false);
+                        i += 1;
+                    }
+                    (_, Some(b)) => {
+                        dd.change(b, doc, true);
+                        j += 1;
+                    }
+                    (None, None) => break,
+                }
+            }
+        }
+    }
+
+    /// The changes as each set's final additions and removals (dimensions in
+    /// parallel): a form that can be applied to more than one copy of the postings.
+    pub(crate) fn resolve(self) -> Resolved {
+        let dims = self
+            .dims
+            .into_par_iter()
+            .map(|d| {
+                let d = d?;
+                if d.keys.is_empty() && d.has.is_empty() {
+                    return None;
+                }
+                let mut keys: Vec<(Key, RoaringBitmap, RoaringBitmap)> = d
+                    .keys
+                    .into_iter()
+                    .map(|(k, delta)| {
+                        let (add, remove) = delta.resolve();
+                        (k, add, remove)
+                    })
+                    .collect();
+                // one order for every copy it is applied to
+                keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                Some(ResolvedDim {
+                    keys,
+                    has: d.has.resolve(),
+                    field_stats: d.field_stats,
+                })
+            })
+            .collect();
+        Resolved {
+            dims,
+            live: self.live.resolve(),
+        }
+    }
+}
+
+/// An apply's postings changes, resolved (`PostingsDelta::resolve`).
+pub(crate) struct Resolved {
+    dims: Vec<Option<ResolvedDim>>,
+    live: (RoaringBitmap, RoaringBitmap),
+}
+
+struct ResolvedDim {
+    /// Per key, in key order: the documents added and those removed (disjoint).
+    keys: Vec<(Key, RoaringBitmap, RoaringBitmap)>,
+    has: (RoaringBitmap, RoaringBitmap),
+    field_stats: Vec<(i64, i64)>,
+}
+
+fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringBitmap) {
+    if add.is_empty() && remove.is_empty() {
+        return;
+    }
+    let b = Arc::make_mut(to);
+    let changes = add.len() + remove.len();
+    if changes <= ELEMENTWISE_PER_CONTAINER
+        || changes <= ELEMENTWISE_PER_CONTAINER * b.statistics().n_containers as u64
+    {
+        // `|=` and `-=` rebuild each container they touch (an array container is
+        // merged into a new one); a few documents per container are moved into place
+        // instead
+        add.iter().for_each(|d| {
+            b.insert(d);
+        });
+        remove.iter().for_each(|d| {
+            b.remove(d);
+        });
+    } else {
+        *b |= add;
+        *b -= remove;
+    }
+}
+
+/// Set changes applied one document at a time, up to this many per container of the
+/// set (see `apply_set`): inserting into an array container moves half of it (a few
+/// thousand bytes, fast), where merging reads and writes all of it an element at a time.
+const ELEMENTWISE_PER_CONTAINER: u64 = 32;
+
+impl Resolved {
+    /// Set additions and removals: what keeping a spare copy costs (`Spare`).
+    pub(crate) fn changes(&self) -> u64 {
+        let set = |(a, r): &(RoaringBitmap, RoaringBitmap)| a.len() + r.len();
+        let dims: u64 = self
+            .dims
+            .iter()
+            .flatten()
+            .map(|d| {
+                set(&d.has)
+                    + d.keys
+                        .iter()
+                        .map(|(_, a, r)| a.len() + r.len())
+                        .sum::<u64>()
+            })
+            .sum();
+        dims + set(&self.live)
+    }
+
+    /// Folds the changes into `postings` and `live` (dimensions in parallel).
+    ///
+    /// Every level is copied on write (`Arc::make_mut`): a set, a dimension's map or
+    /// the list that another holder (a snapshot a query may be reading) shares is
+    /// copied before it changes, and one held only here changes in place. So the
+    /// result is the same either way, and only its cost depends on who else holds it.
+    pub(crate) fn apply_to(&self, postings: &mut Postings, live: &mut Arc<RoaringBitmap>) {
+        apply_set(live, &self.live.0, &self.live.1);
+        if self.dims.iter().all(Option::is_none) {
+            return;
+        }
+        Arc::make_mut(postings)
+            .par_iter_mut()
+            .zip(self.dims.par_iter())
+            .for_each(|(cur, delta)| {
+                let (Some(delta), Some(cur)) = (delta, cur) else {
+                    return;
+                };
+                let p = Arc::make_mut(cur);
+                p.shorter = ShorterCache::default();
+                apply_set(&mut p.has, &delta.has.0, &delta.has.1);
+                if p.field_stats.len() < delta.field_stats.len() {
+                    p.field_stats.resize(delta.field_stats.len(), (0, 0));
+                }
+                for (s, d) in p.field_stats.iter_mut().zip(&delta.field_stats) {
+                    s.0 = (s.0 as i64 + d.0).max(0) as u64;
+                    s.1 = (s.1 as i64 + d.1).max(0) as u64;
+                }
+                // the sets are taken out of the map and changed on every core: one
+                // dimension (a text's common words) can hold most of an apply's changes
+                let mut taken: Vec<(usize, Arc<RoaringBitmap>)> = Vec::new();
+                for (i, (k, add, _)) in delta.keys.iter().enumerate() {
+                    match p.map.get_mut(k) {
+                        Some(b) => taken.push((i, std::mem::take(b))),
+                        None => {
+                            if !add.is_empty() {
+                                p.map.insert(k.clone(), Arc::new(add.clone()));
+                            }
+                        }
+                    }
+                }
+                taken.par_iter_mut().for_each(|(i, b)| {
+                    let (_, add, remove) = &delta.keys[*i];
+                    apply_set(b, add, remove);
+                });
+                for (i, b) in taken {
+                    let k = &delta.keys[i].0;
+                    if b.is_empty() {
+                        p.map.remove(k);
+                    } else if let Some(slot) = p.map.get_mut(k) {
+                        *slot = b;
+                    }
+                }
+            });
+    }
+}
+
+/// A spare is kept only after an apply of at most this many set changes: its resolved
+/// changes are held until the next apply (a bulk load's would be a second index).
+const SPARE_MAX_CHANGES: u64 = 1 << 22;
+
+/// The postings one snapshot behind, kept by the writer with the changes that made the
+/// current snapshot's. The next apply brings this copy up to date and then applies its
+/// own changes to it in place, instead of copying every set it touches out of the
+/// current snapshot, which queries may be reading: the sets that change in every apply
+/// (a common word, a popular value) are large, and copying them was most of an apply's
+/// cost at a million items. A set still shared — with the current snapshot, or with a
+/// snapshot a query holds — is copied on write as before (`Resolved::apply_to`).
+pub(crate) struct Spare {
+    postings: Postings,
+    live: Arc<RoaringBitmap>,
+    /// What turns `postings` into `current`; `None` once applied (`SpareSlot::catch_up`).
+    delta: Option<Resolved>,
+    /// The postings and live set `delta` produces (compared by identity only).
+    current: (Weak<DimsPostings>, Weak<RoaringBitmap>),
+    /// When the apply that left it here committed (`SpareSlot::drop_when_idle`).
+    made: Instant,
+}
+
+/// The writer's spare postings, shared with whoever brings them up to date between
+/// applies (the engine does so once the snapshot they replace is released).
+#[derive(Clone, Default)]
+pub struct SpareSlot(Arc<SpareShared>);
+
+#[derive(Default)]
+struct SpareShared {
+    spare: Mutex<Option<Spare>>,
+    /// Whether a thread waits in `drop_when_idle`.
+    watched: AtomicBool,
+}
+
+impl SpareSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
+        self.0.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until no apply has left a spare for `idle`, then drops the spare, and says
+    /// whether it dropped one: a burst of applies keeps its spare from one apply to the
+    /// next, and the memory it holds (a copy of every set the recent applies touched,
+    /// ~200 MB after a few 1,000-item deltas at 1M items) is not kept between bursts;
+    /// the first apply after a pause copies what it changes, as one without a spare
+    /// does. Returns at once when another thread already waits (one waiter serves every
+    /// apply), or when there is no spare.
+    pub fn drop_when_idle(&self, idle: Duration) -> bool {
+        if self.0.watched.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let dropped = loop {
+            let mut slot = self.lock();
+            let Some(s) = slot.as_ref() else {
+                break false;
+            };
+            // (an apply may have left a newer spare while this thread slept)
+            let left = idle.saturating_sub(s.made.elapsed());
+            if left.is_zero() {
+                let spare = slot.take();
+                drop(slot);
+                drop(spare); // (freed outside the lock)
+                break true;
+            }
+            drop(slot);
+            std::thread::sleep(left);
+        };
+        self.0.watched.store(false, Ordering::Release);
+        dropped
+    }
+
+    /// Whether a spare is held (tests).
+    #[cfg(test)]
+    pub(crate) fn is_held(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Applies the pending changes to the spare postings now, off the next apply's
+    /// path. Best done once the snapshot before the current one is dropped: a set it
+    /// still shares is copied instead of changed in place.
+    pub fn catch_up(&self) {
+        let mut slot = self.lock();
+        // taken out while it changes: were this to panic, the slot is left empty and
+        // the next apply copies from its base, never from a half-updated spare
+        if let Some(mut s) = slot.take() {
+            if let Some(delta) = s.delta.take() {
+                delta.apply_to(&mut s.postings, &mut s.live);
+            }
+            *slot = Some(s);
+        }
+    }
+
+    pub(crate) fn clear(&self) {
+        *self.lock() = None;
+    }
+}
+
+/// `from` (the base snapshot's postings and live set) with `delta` applied, through
+/// the spare when it is one snapshot behind `from`; leaves in the slot what the next
+/// apply needs.
+pub(crate) fn commit(
+    slot: &SpareSlot,
+    from: &Postings,
+    from_live: &Arc<RoaringBitmap>,
+    delta: Resolved,
+) -> (Postings, Arc<RoaringBitmap>) {
+    let mut spare = slot.lock();
+    let (mut postings, mut live) = match spare.take() {
+        Some(s)
+            if std::ptr::eq(Weak::as_ptr(&s.current.0), Arc::as_ptr(from))
+                && std::ptr::eq(Weak::as_ptr(&s.current.1), Arc::as_ptr(from_live)) =>
+        {
+            let (mut p, mut l) = (s.postings, s.live);
+            if let Some(d) = s.delta {
+                d.apply_to(&mut p, &mut l);
+            }
+            (p, l)
+        }
+        _ => (from.clone(), from_live.clone()),
+    };
+    delta.apply_to(&mut postings, &mut live);
+    if delta.changes() <= SPARE_MAX_CHANGES {
+        *spare = Some(Spare {
+            postings: from.clone(),
+            live: from_live.clone(),
+            delta: Some(delta),
+            current: (Arc::downgrade(&postings), Arc::downgrade(&live)),
+            made: Instant::now(),
+        });
+    }
+    (postings, live)
+}
