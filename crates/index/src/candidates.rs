@@ -7,11 +7,11 @@
 
 use std::ops::Bound;
 
-use roaring::{MultiOps, RoaringBitmap};
+use roaring::RoaringBitmap;
 
 use crate::criteria::{Criterion, ElementRule, Leaf, Matcher, Node};
 use crate::geo::Unit;
-use crate::postings::{cell, cell_key, numeric_key, subtree_key, DimPostings};
+use crate::postings::{cell, cell_key, numeric_key, subtree_key, union, DimPostings, PostingRef};
 use crate::Snapshot;
 use discern_dimensions::Interval;
 
@@ -103,7 +103,7 @@ pub(crate) fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap
                 return Some((*post.has).clone());
             }
             // (exclusions left out: a superset)
-            Some(element_lists(leaf, post)?.0.into_iter().union())
+            Some(union(element_lists(leaf, post)?.0))
         }
         Matcher::Geo {
             reference,
@@ -119,17 +119,14 @@ pub(crate) fn exact_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap
 
 /// A superset of the documents with a value in `set`: those in the buckets it overlaps.
 pub(crate) fn numeric_range(post: &DimPostings, set: &Interval) -> RoaringBitmap {
-    numeric_buckets(post, set)
-        .into_iter()
-        .map(|(_, b)| b)
-        .union()
+    union(numeric_buckets(post, set).into_iter().map(|(_, b)| b))
 }
 
 /// The numeric buckets overlapping `set` (key, documents), in key order: one key range.
 pub(crate) fn numeric_buckets<'p>(
     post: &'p DimPostings,
     set: &Interval,
-) -> Vec<(&'p [u8], &'p RoaringBitmap)> {
+) -> Vec<(&'p [u8], PostingRef<'p>)> {
     let key = |x: Option<f64>| x.filter(|x| !x.is_nan()).map(numeric_key);
     let (lo, hi) = (key(set.lo), key(set.hi));
     if matches!((lo, hi), (Some(lo), Some(hi)) if lo > hi) {
@@ -141,7 +138,7 @@ pub(crate) fn numeric_buckets<'p>(
     }
     post.map
         .range::<_, [u8]>((bound(&lo), bound(&hi)))
-        .map(|(k, b)| (&**k, &**b))
+        .map(|(k, b)| (&**k, b.get()))
         .collect()
 }
 
@@ -184,7 +181,7 @@ fn positive_set(leaf: &Leaf, post: &DimPostings) -> Option<RoaringBitmap> {
             let mut roots: Vec<u32> = wanted.iter().chain(isolated).map(|&e| root(e)).collect();
             roots.sort_unstable();
             roots.dedup();
-            Some(subtree_lists(post, &roots).union())
+            Some(union(subtree_lists(post, &roots)))
         }
         Matcher::Geo { .. } if leaf.fuzzy_rel > 0.0 => Some((*post.has).clone()),
         Matcher::Geo { .. } => exact_only(leaf),
@@ -207,7 +204,7 @@ pub(crate) fn element_union(post: &DimPostings, elements: &[u32]) -> RoaringBitm
 pub(crate) fn element_lists<'p>(
     leaf: &Leaf,
     post: &'p DimPostings,
-) -> Option<(Vec<&'p RoaringBitmap>, Vec<&'p RoaringBitmap>)> {
+) -> Option<(Vec<PostingRef<'p>>, Vec<PostingRef<'p>>)> {
     let Matcher::Elements {
         table,
         tree,
@@ -225,7 +222,7 @@ pub(crate) fn element_lists<'p>(
         exact.extend(isolated.iter().filter_map(|e| post.get(&e.to_be_bytes())));
         return Some((exact, subtrees(not)));
     }
-    let picked = |pick: fn(&ElementRule) -> bool| -> Vec<&'p RoaringBitmap> {
+    let picked = |pick: fn(&ElementRule) -> bool| -> Vec<PostingRef<'p>> {
         let picked = table.iter().enumerate().filter(|(_, rule)| pick(rule));
         picked
             .filter_map(|(e, _)| post.get(&(e as u32).to_be_bytes()))
@@ -241,7 +238,7 @@ pub(crate) fn element_lists<'p>(
 pub(crate) fn subtree_lists<'p, 'i>(
     post: &'p DimPostings,
     ids: &'i [u32],
-) -> impl Iterator<Item = &'p RoaringBitmap> + use<'p, 'i> {
+) -> impl Iterator<Item = PostingRef<'p>> + use<'p, 'i> {
     ids.iter().filter_map(move |&e| {
         post.get(&subtree_key(e))
             .or_else(|| post.get(&e.to_be_bytes()))
@@ -256,12 +253,11 @@ pub(crate) fn within(
     distance: f64,
     unit: Unit,
 ) -> Option<RoaringBitmap> {
-    Some(
+    Some(union(
         within_cells(post, boxes, distance, unit)?
             .into_iter()
-            .map(|(_, b)| b)
-            .union(),
-    )
+            .map(|(_, b)| b),
+    ))
 }
 
 /// The grid cells `within` unites, each its key and postings (`None` where it gives up).
@@ -270,13 +266,13 @@ pub(crate) fn within_cells<'p>(
     boxes: &[(f64, f64, f64, f64)],
     distance: f64,
     unit: Unit,
-) -> Option<Vec<(&'p [u8], &'p RoaringBitmap)>> {
+) -> Option<Vec<(&'p [u8], PostingRef<'p>)>> {
     if distance.is_nan() || distance < 0.0 {
         return None;
     }
     // angular radius, widened for rounding
     let theta = (distance / unit.earth_radius()).to_degrees() * (1.0 + 1e-9) + 1e-9;
-    let mut postings: Vec<(&[u8], &RoaringBitmap)> = Vec::new();
+    let mut postings: Vec<(&[u8], PostingRef<'p>)> = Vec::new();
     for &(lat0, lat1, lon0, lon1) in boxes {
         let (lat_lo, lat_hi) = (lat0 - theta, lat1 + theta);
         if lat_lo <= -90.0 || lat_hi >= 90.0 || theta >= 90.0 {
@@ -310,7 +306,7 @@ pub(crate) fn within_cells<'p>(
                         Bound::Included(lo.as_slice()),
                         Bound::Included(hi.as_slice()),
                     ))
-                    .map(|(k, b)| (&**k, &**b)),
+                    .map(|(k, b)| (&**k, b.get())),
             );
         }
     }

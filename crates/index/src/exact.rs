@@ -17,7 +17,7 @@ use crate::columns::ChunkCols;
 use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
 use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
 use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
-use crate::postings::{key_cell, DimPostings, CELL_DEG, NUMERIC_MANTISSA_BITS};
+use crate::postings::{key_cell, union, DimPostings, PostingRef, CELL_DEG, NUMERIC_MANTISSA_BITS};
 use crate::{Doc, Snapshot};
 use discern_dimensions::{DimensionKind, Interval};
 
@@ -182,7 +182,10 @@ const RULE_CHECK_COST: u64 = 24;
 
 /// What uniting `b` into a union costs, in array elements merged: an array container
 /// is merged an element at a time, a bitset container a 1,024-word block at a time.
-fn union_work(b: &RoaringBitmap) -> u64 {
+fn union_work(b: PostingRef) -> u64 {
+    let PostingRef::Many(b) = b else {
+        return 1;
+    };
     let s = b.statistics();
     s.n_values_array_containers as u64
         + 128 * s.n_bitset_containers as u64
@@ -191,7 +194,7 @@ fn union_work(b: &RoaringBitmap) -> u64 {
 
 /// The postings `exact_set` reads for `leaf`; `None` where it gives up.
 fn volume(leaf: &Leaf, post: &DimPostings) -> Option<Volume> {
-    let lists = |sets: &mut dyn Iterator<Item = &RoaringBitmap>| {
+    let lists = |sets: &mut dyn Iterator<Item = PostingRef>| {
         sets.fold((0u64, 0u64, 0usize), |(docs, work, n), b| {
             (docs + b.len(), work + union_work(b), n + 1)
         })
@@ -359,21 +362,18 @@ fn exact_set<'a>(
 
 /// The union of `lists`, or of their documents among `within` when given.
 fn unite<'a>(
-    lists: impl IntoIterator<Item = &'a RoaringBitmap>,
+    lists: impl IntoIterator<Item = PostingRef<'a>>,
     within: Option<&RoaringBitmap>,
 ) -> RoaringBitmap {
     match within {
-        None => lists.into_iter().union(),
-        Some(w) => lists.into_iter().map(|b| w & b).union(),
+        None => union(lists),
+        Some(w) => lists.into_iter().map(|b| b.and(w)).union(),
     }
 }
 
 /// The postings of the grid cells holding every document a geo `leaf` may find exact;
 /// `None` for another leaf, or where `within_cells` gives up.
-fn near_cells<'p>(
-    leaf: &Leaf,
-    post: &'p DimPostings,
-) -> Option<Vec<(&'p [u8], &'p RoaringBitmap)>> {
+fn near_cells<'p>(leaf: &Leaf, post: &'p DimPostings) -> Option<Vec<(&'p [u8], PostingRef<'p>)>> {
     let Matcher::Geo {
         reference,
         exact,
@@ -452,7 +452,7 @@ fn split_buckets(
             })
         });
     let union =
-        |buckets: Vec<(&[u8], &RoaringBitmap)>| unite(buckets.into_iter().map(|(_, b)| b), within);
+        |buckets: Vec<(&[u8], PostingRef)>| unite(buckets.into_iter().map(|(_, b)| b), within);
     (union(inside), union(cut))
 }
 

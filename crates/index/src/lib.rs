@@ -441,15 +441,13 @@ impl Snapshot {
         &self,
         dim: usize,
         whole: bool,
-        buckets: impl Iterator<Item = (&'p postings::Key, &'p Arc<RoaringBitmap>)>,
+        buckets: impl Iterator<Item = (&'p postings::Key, &'p postings::Posting)>,
         pick: fn(f64, f64) -> f64,
         mut budget: u64,
     ) -> Option<Option<f64>> {
         let mut found: Option<f64> = None;
         for (key, docs) in buckets {
-            if docs.is_empty() {
-                continue;
-            }
+            let docs = docs.get();
             // (None: the bucket of NaN and the infinities, whose documents may hold
             // their least number in another bucket)
             let extremes = exact::bucket_extremes(key);
@@ -1183,7 +1181,7 @@ mod tests {
         assert!(spare.is_held());
         let x = next
             .postings(0)
-            .and_then(|p| p.get(b"x".as_slice()).cloned());
+            .and_then(|p| p.get(b"x".as_slice()).map(|b| b.bitmap().into_owned()));
         assert_eq!(x.map(|x| x.iter().collect::<Vec<_>>()), Some(vec![2]));
     }
 
@@ -1534,7 +1532,7 @@ mod tests {
                     let keys = p
                         .map
                         .iter()
-                        .map(|(k, b)| (k.to_vec(), (**b).clone()))
+                        .map(|(k, b)| (k.to_vec(), b.get().bitmap().into_owned()))
                         .collect();
                     (keys, (*p.has).clone(), p.field_stats.clone())
                 })

@@ -23,7 +23,7 @@ use roaring::RoaringBitmap;
 
 use crate::intern::{Interner, SharedInterner};
 use crate::numbering::Numbering;
-use crate::postings::DimPostings;
+use crate::postings::{DimPostings, Posting};
 use crate::terms::TermDict;
 use crate::{Chunk, Doc, IndexWriter, Snapshot, CHUNK};
 
@@ -370,7 +370,7 @@ fn encode_postings(p: Option<&DimPostings>) -> Vec<u8> {
     e.u32(p.map.len() as u32);
     for (k, b) in p.map.iter() {
         e.bytes(k);
-        encode_bitmap(&mut e, b);
+        encode_bitmap(&mut e, &b.get().bitmap());
     }
     e.0
 }
@@ -387,13 +387,14 @@ fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
         .map(|_| Ok((d.u64()?, d.u64()?)))
         .collect::<Result<_, Corrupt>>()?;
     let n = d.count(16)?;
-    let mut entries: Vec<(Box<[u8]>, Arc<RoaringBitmap>)> = Vec::with_capacity(n);
+    let mut entries: Vec<(Box<[u8]>, Posting)> = Vec::with_capacity(n);
     for _ in 0..n {
         let k: Box<[u8]> = d.bytes()?.into();
         if entries.last().is_some_and(|(prev, _)| *prev >= k) {
             return Err(Corrupt("postings keys out of order"));
         }
-        entries.push((k, Arc::new(decode_bitmap(&mut d)?)));
+        let docs = Posting::of(decode_bitmap(&mut d)?).ok_or(Corrupt("an empty postings set"))?;
+        entries.push((k, docs));
     }
     d.done()?;
     Ok(Some(Arc::new(DimPostings {
@@ -805,12 +806,12 @@ mod tests {
             let pk: Vec<_> = p
                 .map
                 .iter()
-                .map(|(k, v)| (k.clone(), (**v).clone()))
+                .map(|(k, v)| (k.clone(), v.get().bitmap().into_owned()))
                 .collect();
             let qk: Vec<_> = q
                 .map
                 .iter()
-                .map(|(k, v)| (k.clone(), (**v).clone()))
+                .map(|(k, v)| (k.clone(), v.get().bitmap().into_owned()))
                 .collect();
             assert_eq!(pk, qk);
             assert_eq!(

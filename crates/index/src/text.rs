@@ -1,6 +1,7 @@
 //! Text criteria (SPEC §7.2 text): BM25 over the selected fields (k1 = 1.2, b = 0.75,
 //! b = 0 when field length is ignored, idf = 1 when IDF is ignored), graded exactness.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use discern_dimensions::{IndexedValue, TextSpec};
@@ -101,8 +102,9 @@ pub(crate) fn grade(p: &Scored, max_score: f64, exact_rel: f64, fuzzy_rel: f64) 
 
 /// What scoring a text criterion needs from the postings (`TextMatcher::gather`).
 pub(crate) struct Gathered<'s> {
-    /// (slot = field position × terms + term, a set of documents holding it once more).
-    pub(crate) sources: Vec<(usize, &'s RoaringBitmap)>,
+    /// (slot = field position × terms + term, a set of documents holding it once more;
+    /// a set of one document is made for it).
+    pub(crate) sources: Vec<(usize, Cow<'s, RoaringBitmap>)>,
     /// Per (field position, term): the idf.
     pub(crate) idfs: Vec<Vec<f64>>,
     /// Per field position: (tokens in all documents, documents with the field).
@@ -360,7 +362,7 @@ impl TextMatcher {
         let mut df_any = vec![0u64; nt];
         let mut term_docs = Vec::with_capacity(nt);
         // (slot = field position × terms + term, a set of documents holding it once more)
-        let mut sources: Vec<(usize, &RoaringBitmap)> = Vec::new();
+        let mut sources: Vec<(usize, Cow<RoaringBitmap>)> = Vec::new();
         for (t, any) in df_any.iter_mut().enumerate() {
             let mut docs = RoaringBitmap::new();
             for (fi, fq) in self.fields.iter().enumerate() {
@@ -373,34 +375,34 @@ impl TextMatcher {
                 let base = sources.len();
                 let key = text_key(fq.index, term);
                 if prefix {
-                    sources.extend(post.prefix(&key).map(|b| (slot, b)));
+                    sources.extend(post.prefix(&key).map(|b| (slot, b.bitmap())));
                 } else {
-                    sources.extend(post.get(&key).map(|b| (slot, b)));
+                    sources.extend(post.get(&key).map(|b| (slot, b.bitmap())));
                 }
                 // (one set, the common case: read where it is, not copied)
                 let united;
                 let in_field = match &sources[base..] {
-                    [(_, one)] => *one,
+                    [(_, one)] => &**one,
                     more => {
-                        united = more.iter().map(|(_, b)| *b).union();
+                        united = more.iter().map(|(_, b)| &**b).union();
                         &united
                     }
                 };
+                df[fi][t] = in_field.len();
+                docs |= in_field;
                 for level in 2..=MAX_LEVEL {
                     let before = sources.len();
                     let key = text_level_key(fq.index, level, term);
                     if prefix {
-                        sources.extend(post.prefix(&key).map(|b| (slot, b)));
+                        sources.extend(post.prefix(&key).map(|b| (slot, b.bitmap())));
                     } else {
-                        sources.extend(post.get(&key).map(|b| (slot, b)));
+                        sources.extend(post.get(&key).map(|b| (slot, b.bitmap())));
                     }
                     // a level below is a superset: none here, none above
                     if sources.len() == before {
                         break;
                     }
                 }
-                df[fi][t] = in_field.len();
-                docs |= in_field;
             }
             *any = docs.len();
             matched |= &docs;
@@ -470,7 +472,8 @@ impl TextMatcher {
         parts.into_par_iter().for_each(|(docs, tf, scored)| {
             let first = rank_ref.below(docs.start);
             // (every source is a subset of `g.matched`: read whole)
-            for &(slot, b) in &g.sources {
+            for (slot, b) in &g.sources {
+                let slot = *slot;
                 for d in b.range(docs.clone()) {
                     if let Some(r) = rank_ref.get(d) {
                         let at = (r - first) * stride + slot;
@@ -499,7 +502,8 @@ impl TextMatcher {
     ) -> Vec<Scored> {
         let stride = self.fields.len() * self.n_terms;
         let mut tf = vec![0u16; docs.len() as usize * stride];
-        for &(slot, b) in &g.sources {
+        for (slot, b) in &g.sources {
+            let slot = *slot;
             for d in &crate::bits::and_small(docs, b) {
                 // (a member: its rank is at least 1)
                 let at = (docs.rank(d) as usize - 1) * stride + slot;
@@ -676,6 +680,7 @@ impl TextMatcher {
 mod tests {
     use super::*;
     use crate::criteria::{Matcher, Node};
+    use crate::postings::union;
     use crate::{parse_query, IndexWriter};
     use discern_dimensions::Dimensions;
     use discern_model::{Record, Value};
@@ -703,11 +708,10 @@ mod tests {
         let holds = |fq: &FieldQuery, i: usize| -> RoaringBitmap {
             let term = fq.terms.get(i).map(String::as_str).unwrap_or("");
             if t.prefix_last && i + 1 == nt {
-                post.prefix(&text_key(fq.index, term))
-                    .fold(RoaringBitmap::new(), |a, b| a | b)
+                union(post.prefix(&text_key(fq.index, term)))
             } else {
                 post.get(&text_key(fq.index, term))
-                    .cloned()
+                    .map(|b| b.bitmap().into_owned())
                     .unwrap_or_default()
             }
         };

@@ -11,7 +11,7 @@ use roaring::RoaringBitmap;
 
 use crate::bits::{words_of, Positions};
 use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT, NO_SEGMENT};
-use crate::postings::DimPostings;
+use crate::postings::{DimPostings, PostingRef};
 use crate::ranges::RangeTable;
 use crate::{FastMap, Snapshot};
 use std::sync::OnceLock;
@@ -172,7 +172,7 @@ fn counts_by(
             ) -> RoaringBitmap {
                 let mut here = p
                     .get(&e.to_be_bytes())
-                    .map(|b| b & counted)
+                    .map(|b| b.and(counted))
                     .unwrap_or_default();
                 for &c in &set.elements[e as usize].children {
                     here |= visit(c, set, p, counted, counts);
@@ -200,8 +200,8 @@ fn counts_by(
         }
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p)) if by_postings => {
             // (thousands of keys, a city's: intersected on both cores)
-            let keys: Vec<(&[u8], &RoaringBitmap)> =
-                p.map.iter().map(|(k, b)| (&**k, &**b)).collect();
+            let keys: Vec<(&[u8], PostingRef)> =
+                p.map.iter().map(|(k, b)| (&**k, b.get())).collect();
             let mut found: Vec<(&[u8], u32)> = keys
                 .par_iter()
                 .filter_map(|(k, b)| {

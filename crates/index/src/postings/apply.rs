@@ -12,7 +12,9 @@ use discern_dimensions::{Dimensions, ElementSet, IndexedValue};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
-use super::{bitmap_of_sorted, tree_of, DimsPostings, Key, KeyBuf, Postings, ShorterCache};
+use super::{
+    bitmap_of_sorted, tree_of, DimsPostings, Key, KeyBuf, Posting, Postings, ShorterCache,
+};
 use crate::numbering::Vocabularies;
 use crate::FastMap;
 
@@ -308,13 +310,17 @@ impl Resolved {
                 }
                 // the sets are taken out of the map and changed on every core: one
                 // dimension (a text's common words) can hold most of an apply's changes
+                // (a set of one document, held in place, is changed here as a set)
                 let mut taken: Vec<(usize, Arc<RoaringBitmap>)> = Vec::new();
                 for (i, (k, add, _)) in delta.keys.iter().enumerate() {
                     match p.map.get_mut(k) {
-                        Some(b) => taken.push((i, std::mem::take(b))),
+                        Some(b) => {
+                            let set = std::mem::replace(b, Posting::one(0));
+                            taken.push((i, set.into_shared()));
+                        }
                         None => {
-                            if !add.is_empty() {
-                                p.map.insert(k.clone(), Arc::new(add.clone()));
+                            if let Some(added) = Posting::of(add.clone()) {
+                                p.map.insert(k.clone(), added);
                             }
                         }
                     }
@@ -325,10 +331,15 @@ impl Resolved {
                 });
                 for (i, b) in taken {
                     let k = &delta.keys[i].0;
-                    if b.is_empty() {
-                        p.map.remove(k);
-                    } else if let Some(slot) = p.map.get_mut(k) {
-                        *slot = b;
+                    match Posting::of_shared(b) {
+                        None => {
+                            p.map.remove(k);
+                        }
+                        Some(b) => {
+                            if let Some(slot) = p.map.get_mut(k) {
+                                *slot = b;
+                            }
+                        }
                     }
                 }
             });

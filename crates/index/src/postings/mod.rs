@@ -23,11 +23,13 @@ use imbl::OrdMap;
 use crate::numbering::{Numbered, Vocabularies};
 use crate::FastMap;
 use rayon::prelude::*;
-use roaring::{MultiOps, RoaringBitmap};
+use roaring::RoaringBitmap;
 
 mod apply;
+mod posting;
 pub use apply::SpareSlot;
 pub(crate) use apply::{commit, PostingsDelta};
+pub(crate) use posting::{union, Posting, PostingRef};
 
 pub(crate) type Key = Box<[u8]>;
 
@@ -36,7 +38,7 @@ pub(crate) const CELL_DEG: f64 = 0.1;
 
 #[derive(Clone, Default)]
 pub struct DimPostings {
-    pub(crate) map: OrdMap<Key, Arc<RoaringBitmap>>,
+    pub(crate) map: OrdMap<Key, Posting>,
     /// Documents with a value in this dimension.
     pub(crate) has: Arc<RoaringBitmap>,
     /// Text: per field, (tokens in all documents, documents with a non-empty field).
@@ -81,18 +83,17 @@ impl Clone for ShorterCache {
 }
 
 impl DimPostings {
-    pub(crate) fn get(&self, key: &[u8]) -> Option<&RoaringBitmap> {
-        self.map.get(key).map(|b| &**b)
+    pub(crate) fn get(&self, key: &[u8]) -> Option<PostingRef<'_>> {
+        self.map.get(key).map(Posting::get)
     }
 
     /// The union of the postings of `keys`.
     pub(crate) fn union<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> RoaringBitmap {
-        // one multi-way union: or-ing small arrays one by one copies them each time
-        keys.into_iter().filter_map(|k| self.get(k)).union()
+        union(keys.into_iter().filter_map(|k| self.get(k)))
     }
 
     /// The postings of every key starting with `prefix`, in key order.
-    pub(crate) fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = &RoaringBitmap> + '_ {
+    pub(crate) fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = PostingRef<'_>> + '_ {
         self.prefix_entries(prefix).map(|(_, b)| b)
     }
 
@@ -100,12 +101,12 @@ impl DimPostings {
     pub(crate) fn prefix_entries(
         &self,
         prefix: &[u8],
-    ) -> impl Iterator<Item = (&[u8], &RoaringBitmap)> + '_ {
+    ) -> impl Iterator<Item = (&[u8], PostingRef<'_>)> + '_ {
         let owned = prefix.to_vec();
         self.map
             .range::<_, [u8]>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(&owned))
-            .map(|(k, b)| (&**k, &**b))
+            .map(|(k, b)| (&**k, b.get()))
     }
 
     /// Field `field`'s length classes as running unions (`ShorterThan`).
@@ -119,7 +120,7 @@ impl DimPostings {
         let made: ShorterThan = self
             .prefix_entries(&text_length_key(field, 0)[..3])
             .map(|(key, b)| {
-                running |= b;
+                b.or_into(&mut running);
                 let class = u16::from_be_bytes([key[3], key[4]]);
                 (length_class_bounds(class).0, running.clone())
             })
@@ -131,7 +132,13 @@ impl DimPostings {
     pub(crate) fn bytes(&self) -> usize {
         self.map
             .iter()
-            .map(|(k, b)| k.len() + 64 + b.serialized_size())
+            .map(|(k, b)| {
+                k.len()
+                    + match b.get() {
+                        PostingRef::One(_) => 24,
+                        PostingRef::Many(b) => 64 + b.serialized_size(),
+                    }
+            })
             .sum::<usize>()
             + self.has.serialized_size()
             + self.shorter.bytes()
@@ -534,7 +541,7 @@ pub(crate) fn build(
             Some(Arc::new(DimPostings {
                 map: entries
                     .into_iter()
-                    .map(|(k, list)| (k, Arc::new(bitmap_of_sorted(&list))))
+                    .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
                     .collect(),
                 has: Arc::new(bitmap_of_sorted(&has)),
                 field_stats: stats,
@@ -600,7 +607,7 @@ mod tests {
                 let want: RoaringBitmap = docs.iter()
                     .filter(|(_, v)| matches!(v.value(0).as_deref(), Some(IndexedValue::Strings(s)) if s.iter().any(|x| x == w)))
                     .map(|(d, _)| *d).collect();
-                let got = p.get(w.as_bytes()).cloned().unwrap_or_default();
+                let got = p.get(w.as_bytes()).map(|b| b.bitmap().into_owned()).unwrap_or_default();
                 prop_assert_eq!(got, want);
             }
             let has: RoaringBitmap = docs.iter().filter(|(_, v)| v.value(0).is_some()).map(|(d, _)| *d).collect();
@@ -615,7 +622,7 @@ mod tests {
             prop_assert_eq!(&built_live, &*live);
             prop_assert_eq!(&*b.has, &*p.has);
             let keys_of = |m: &DimPostings| -> Vec<(Vec<u8>, RoaringBitmap)> {
-                m.map.iter().map(|(k, v)| (k.to_vec(), (**v).clone())).collect()
+                m.map.iter().map(|(k, v)| (k.to_vec(), v.get().bitmap().into_owned())).collect()
             };
             prop_assert_eq!(keys_of(b), keys_of(p));
             let (bn, pn) = (built[1].as_ref().unwrap(), post[1].as_ref().unwrap());
@@ -625,7 +632,7 @@ mod tests {
                 let want: RoaringBitmap = docs.iter()
                     .filter(|(_, v)| v.value(1).is_some_and(|v| v.ints().is_some_and(|xs| xs.contains(&x))))
                     .map(|(d, _)| *d).collect();
-                prop_assert_eq!(pn.get(&numeric_key(x as f64)).cloned().unwrap_or_default(), want);
+                prop_assert_eq!(pn.get(&numeric_key(x as f64)).map(|b| b.bitmap().into_owned()).unwrap_or_default(), want);
             }
         }
 

@@ -11,7 +11,7 @@ use roaring::{MultiOps, RoaringBitmap};
 
 use super::Scorer;
 use crate::bits::and_small;
-use crate::postings::{text_key, text_level_key, ShorterThan, MAX_LEVEL};
+use crate::postings::{text_key, text_level_key, union, PostingRef, ShorterThan, MAX_LEVEL};
 use crate::text::{average_length, bm25_term, Gathered, TextMatcher, K1};
 use crate::Snapshot;
 
@@ -28,8 +28,9 @@ pub(super) struct Part<'s> {
     pub(super) field: usize,
     /// The query term (position) the token stands for.
     pub(super) term: usize,
-    /// `levels[i]`: the documents holding the token at least i + 1 times.
-    pub(super) levels: Vec<&'s RoaringBitmap>,
+    /// `levels[i]`: the documents holding the token at least i + 1 times (a level of
+    /// one document is a set made for it).
+    pub(super) levels: Vec<Cow<'s, RoaringBitmap>>,
     /// Whether the last level is `MAX_LEVEL` (its documents may hold the token more).
     pub(super) open: bool,
     /// The field's boost times the term's idf there.
@@ -110,7 +111,7 @@ impl<'s> Bounds<'s> {
                 let weight = fq.boost * g.idfs[fi][ti];
                 // (token, documents holding it): a `startsWith` term's every token
                 let key = text_key(fq.index, term);
-                let tokens: Vec<(&[u8], &RoaringBitmap)> = if t.prefix_last && ti + 1 == nt {
+                let tokens: Vec<(&[u8], PostingRef)> = if t.prefix_last && ti + 1 == nt {
                     let found: Vec<_> = post
                         .prefix_entries(&key)
                         .take(MAX_PREFIX_TOKENS + 1)
@@ -132,10 +133,10 @@ impl<'s> Bounds<'s> {
                         few.push(first);
                         continue;
                     }
-                    let mut levels = vec![first];
+                    let mut levels = vec![first.bitmap()];
                     for level in 2..=MAX_LEVEL {
                         match post.get(&text_level_key(fq.index, level, tok)) {
-                            Some(b) => levels.push(b),
+                            Some(b) => levels.push(b.bitmap()),
                             None => break,
                         }
                     }
@@ -154,7 +155,7 @@ impl<'s> Bounds<'s> {
         let mut b = Bounds {
             parts,
             max: 0.0,
-            few: few.into_iter().union(),
+            few: union(few),
             holders: g.matched.len(),
             terms: Vec::new(),
             fields,
@@ -170,7 +171,7 @@ impl<'s> Bounds<'s> {
             b.terms = (0..nt)
                 .map(|ti| {
                     let of = b.parts.iter().filter(move |p| p.term == ti);
-                    of.map(|p| p.levels[0]).union()
+                    of.map(|p| &*p.levels[0]).union()
                 })
                 .collect();
         }
@@ -210,7 +211,7 @@ impl<'s> Bounds<'s> {
             }
         };
         if at_least <= 0.0 || f.shorter.is_empty() {
-            return docs(p.levels[0]);
+            return docs(&p.levels[0]);
         }
         let mut out: Vec<RoaringBitmap> = Vec::new();
         let mut upto = 0; // classes (shortest first) reaching it at this level
@@ -234,7 +235,7 @@ impl<'s> Bounds<'s> {
             }
             let shorter = &f.shorter[upto - 1].1;
             out.push(if all {
-                *level & shorter
+                &**level & shorter
             } else {
                 and_small(&and_small(within, level), shorter)
             });
@@ -307,7 +308,7 @@ impl<'s> Bounds<'s> {
         let np = self.parts.len();
         let parts = |set: u32| (0..np).filter(move |j| set >> j & 1 == 1);
         let sets = (1u32..1 << np).map(|set| (set, parts(set).collect()));
-        let holding = |set: u32| parts(set).map(|j| self.parts[j].levels[0]).collect();
+        let holding = |set: u32| parts(set).map(|j| &*self.parts[j].levels[0]).collect();
         self.per_set(theta, within, budget, sets, holding, held)
     }
 
