@@ -1142,6 +1142,43 @@ pub(crate) mod test_support {
             )),
         }
     }
+
+    /// The tests' allocator: the system's, counting the bytes each thread holds, so
+    /// that a test can measure what a structure it builds costs (`thread_bytes`).
+    pub(crate) struct Counting;
+
+    std::thread_local! {
+        static HELD: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn count(bytes: isize) {
+        // (`try_with`: a thread's last frees may come after its locals are gone)
+        let _ = HELD.try_with(|h| h.set(h.get() + bytes));
+    }
+
+    // SAFETY: every method forwards to `System` with the caller's arguments unchanged,
+    // so `System`'s guarantees hold; counting touches only a thread-local `Cell`, whose
+    // constant initialiser allocates nothing.
+    unsafe impl std::alloc::GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+            count(layout.size() as isize);
+            // SAFETY: forwarded contract.
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+            count(-(layout.size() as isize));
+            // SAFETY: forwarded contract (`ptr` came from `System` with `layout`).
+            unsafe { std::alloc::System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Counting = Counting;
+
+    /// Bytes allocated and not freed by this thread so far.
+    pub(crate) fn thread_bytes() -> isize {
+        HELD.with(|h| h.get())
+    }
 }
 
 #[cfg(test)]

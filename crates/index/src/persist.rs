@@ -398,7 +398,7 @@ fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
     }
     d.done()?;
     Ok(Some(Arc::new(DimPostings {
-        map: entries.into_iter().collect(),
+        map: crate::postings::packed(entries),
         has,
         field_stats,
         shorter: Default::default(),

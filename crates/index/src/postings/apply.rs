@@ -13,7 +13,8 @@ use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use super::{
-    bitmap_of_sorted, tree_of, DimsPostings, Key, KeyBuf, Posting, Postings, ShorterCache,
+    bitmap_of_sorted, insert_sorted, tree_of, DimsPostings, Key, KeyBuf, Posting, Postings,
+    ShorterCache,
 };
 use crate::numbering::Vocabularies;
 use crate::FastMap;
@@ -312,6 +313,7 @@ impl Resolved {
                 // dimension (a text's common words) can hold most of an apply's changes
                 // (a set of one document, held in place, is changed here as a set)
                 let mut taken: Vec<(usize, Arc<RoaringBitmap>)> = Vec::new();
+                let mut fresh = Vec::new();
                 for (i, (k, add, _)) in delta.keys.iter().enumerate() {
                     match p.map.get_mut(k) {
                         Some(b) => {
@@ -320,11 +322,12 @@ impl Resolved {
                         }
                         None => {
                             if let Some(added) = Posting::of(add.clone()) {
-                                p.map.insert(k.clone(), added);
+                                fresh.push((k.clone(), added));
                             }
                         }
                     }
                 }
+                insert_sorted(&mut p.map, fresh);
                 taken.par_iter_mut().for_each(|(i, b)| {
                     let (_, add, remove) = &delta.keys[*i];
                     apply_set(b, add, remove);

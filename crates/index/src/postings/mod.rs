@@ -145,6 +145,35 @@ impl DimPostings {
     }
 }
 
+/// The map of `entries` (sorted by key, keys distinct) with its leaves full
+/// (`insert_sorted`).
+pub(crate) fn packed(entries: Vec<(Key, Posting)>) -> OrdMap<Key, Posting> {
+    let mut map = OrdMap::new();
+    insert_sorted(&mut map, entries);
+    map
+}
+
+/// Inserts `entries` (sorted by key, keys distinct, none in `map`) so that the leaves
+/// they fill are full. The map is a B+tree whose full leaf splits in halves, so keys
+/// inserted in order leave every leaf they fill half full (at a million items, ~43k
+/// leaves of 1.5 KB for ~1.4M keys). Inserted in two passes — every other key, then
+/// the rest — each leaf the first pass leaves with 32 keys takes the 32 between them
+/// and is full, without a split.
+pub(crate) fn insert_sorted(map: &mut OrdMap<Key, Posting>, entries: Vec<(Key, Posting)>) {
+    debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+    let mut second = Vec::with_capacity(entries.len() / 2);
+    for (i, (k, p)) in entries.into_iter().enumerate() {
+        if i % 2 == 0 {
+            map.insert(k, p);
+        } else {
+            second.push((k, p));
+        }
+    }
+    for (k, p) in second {
+        map.insert(k, p);
+    }
+}
+
 /// Per dimension (`None` only while a snapshot's postings are not built).
 pub type DimsPostings = Vec<Option<Arc<DimPostings>>>;
 pub type Postings = Arc<DimsPostings>;
@@ -539,10 +568,12 @@ pub(crate) fn build(
                 map.into_iter().map(|(k, (list, _))| (k, list)).collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             Some(Arc::new(DimPostings {
-                map: entries
-                    .into_iter()
-                    .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
-                    .collect(),
+                map: packed(
+                    entries
+                        .into_iter()
+                        .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
+                        .collect(),
+                ),
                 has: Arc::new(bitmap_of_sorted(&has)),
                 field_stats: stats,
                 shorter: ShorterCache::default(),
@@ -567,6 +598,43 @@ mod tests {
 
     fn kw(vs: &[&str]) -> Option<IndexedValue> {
         (!vs.is_empty()).then(|| IndexedValue::Strings(discern_dimensions::StrList::from_strs(vs)))
+    }
+
+    /// Keys inserted by `insert_sorted` fill the map's leaves: its nodes take at most
+    /// 60% of what inserting the same keys in order takes (half-full leaves).
+    #[test]
+    fn sorted_keys_fill_the_leaves() {
+        let entries = || -> Vec<(Key, Posting)> {
+            (0..20_000u32)
+                .map(|i| (i.to_be_bytes().as_slice().into(), Posting::one(i)))
+                .collect()
+        };
+        let held = |build: &dyn Fn(Vec<(Key, Posting)>) -> OrdMap<Key, Posting>| {
+            let entries = entries();
+            let before = crate::test_support::thread_bytes();
+            let map = build(entries);
+            let bytes = crate::test_support::thread_bytes() - before;
+            assert_eq!(map.len(), 20_000);
+            assert!(map.keys().zip(0u32..).all(|(k, i)| **k == i.to_be_bytes()));
+            (bytes, map)
+        };
+        let (in_order, _) = held(&|e| e.into_iter().collect());
+        let (packed, map) = held(&|e| packed(e));
+        assert!(
+            packed * 10 <= in_order * 6,
+            "nodes: {packed} bytes packed against {in_order} in order"
+        );
+        // and a second batch among them keeps every key
+        let mut map = map;
+        let more: Vec<(Key, Posting)> = (20_000..30_000u32)
+            .map(|i| (i.to_be_bytes().as_slice().into(), Posting::one(i)))
+            .collect();
+        insert_sorted(&mut map, more);
+        assert!(map
+            .keys()
+            .zip(0u32..30_000)
+            .all(|(k, i)| **k == i.to_be_bytes()));
+        assert_eq!(map.len(), 30_000);
     }
 
     proptest! {
