@@ -374,15 +374,6 @@ impl Engine {
     pub fn populate(&self, guard: &mut WriterGuard) -> Result<()> {
         let doc = self.dims_doc.load_full();
         let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
-        // a saved index is loaded without extracting any value: the first apply would
-        // load the ZIP table on its way to the 201
-        if dims
-            .dims
-            .iter()
-            .any(|d| matches!(d.kind, discern_dimensions::DimensionKind::Geo(_)))
-        {
-            discern_dimensions::zip::load_in_background();
-        }
         match self.load_saved_index(&dims, &doc) {
             Some((snap, writer)) => {
                 self.item_errors.store(writer.errors, Ordering::Relaxed);
@@ -1050,23 +1041,6 @@ mod tests {
         wait_until("columns not built after the term merge", || {
             e.snapshot().chunks_without_columns() == 0
         });
-    }
-
-    /// With a geoloc dimension, start-up loads the ZIP table (off the first apply's path).
-    #[test]
-    fn start_up_loads_the_zip_table_for_geoloc_dimensions() {
-        let d = tempfile::tempdir().unwrap();
-        let (e, mut g) = engine_with(
-            d.path(),
-            b"<dimensions><dimension id='g' type='geoloc'/></dimensions>",
-        );
-        // (no test in this binary extracts a ZIP code: nothing else loads the table)
-        assert!(!discern_dimensions::zip::loaded());
-        e.populate(&mut g).unwrap();
-        wait_until(
-            "the ZIP table was not loaded",
-            discern_dimensions::zip::loaded,
-        );
     }
 
     /// A query's `properties` show each record's properties in stored order (all, or
