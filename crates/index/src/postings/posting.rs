@@ -179,20 +179,11 @@ pub(crate) fn union<'a>(sets: impl IntoIterator<Item = PostingRef<'a>>) -> Roari
     let mut all = shared.into_iter().union();
     if !ones.is_empty() {
         ones.sort_unstable();
-        all |= RoaringBitmap::from_sorted_iter(ones.into_iter().dedup_sorted()).unwrap_or_default();
+        ones.dedup();
+        all |= RoaringBitmap::from_sorted_iter(ones).unwrap_or_default();
     }
     all
 }
-
-/// Consecutive repeats dropped from a sorted sequence.
-trait DedupSorted: Iterator<Item = u32> + Sized {
-    fn dedup_sorted(self) -> impl Iterator<Item = u32> {
-        let mut last = None;
-        self.filter(move |&d| last.replace(d) != Some(d))
-    }
-}
-
-impl<I: Iterator<Item = u32>> DedupSorted for I {}
 
 #[cfg(test)]
 mod tests {
