@@ -355,11 +355,21 @@ fn decode_bitmap(d: &mut Dec<'_>) -> Result<RoaringBitmap, Corrupt> {
 }
 
 fn encode_postings(p: Option<&DimPostings>) -> Vec<u8> {
-    let mut e = Enc::default();
     let Some(p) = p else {
-        e.u8(0);
-        return e.0;
+        return vec![0];
     };
+    let sets = p.map.iter().map(|(k, b)| (&k[..], b.get().bitmap()));
+    encode_postings_of(p, p.map.len(), sets)
+}
+
+/// `p`'s postings block with `sets` (`n` keys and their documents, in key order) for its
+/// map's.
+fn encode_postings_of<'a>(
+    p: &DimPostings,
+    n: usize,
+    sets: impl Iterator<Item = (&'a [u8], std::borrow::Cow<'a, RoaringBitmap>)>,
+) -> Vec<u8> {
+    let mut e = Enc::default();
     e.u8(1);
     encode_bitmap(&mut e, &p.has);
     e.u32(p.field_stats.len() as u32);
@@ -367,10 +377,10 @@ fn encode_postings(p: Option<&DimPostings>) -> Vec<u8> {
         e.u64(tokens);
         e.u64(docs);
     }
-    e.u32(p.map.len() as u32);
-    for (k, b) in p.map.iter() {
+    e.u32(n as u32);
+    for (k, b) in sets {
         e.bytes(k);
-        encode_bitmap(&mut e, &b.get().bitmap());
+        encode_bitmap(&mut e, &b);
     }
     e.0
 }
@@ -1061,6 +1071,24 @@ mod tests {
         assert!(matches!(
             reload(&rebuild(&b), b"h"),
             Err(LoadError::Corrupt(Corrupt("vocabulary")))
+        ));
+        // a key listed with no documents (an apply removes such a key): the first
+        // dimension's postings (block 3) with its first key's set emptied
+        let keyword = decode_postings(&blocks[3]).unwrap().unwrap();
+        assert!(!keyword.map.is_empty());
+        let emptied = keyword.map.iter().enumerate().map(|(i, (k, b))| {
+            let set = if i == 0 {
+                std::borrow::Cow::Owned(RoaringBitmap::new())
+            } else {
+                b.get().bitmap()
+            };
+            (&k[..], set)
+        });
+        let mut b = blocks.clone();
+        b[3] = encode_postings_of(&keyword, keyword.map.len(), emptied);
+        assert!(matches!(
+            reload(&rebuild(&b), b"h"),
+            Err(LoadError::Corrupt(Corrupt("an empty postings set")))
         ));
     }
 }

@@ -129,14 +129,18 @@ impl DimPostings {
         made
     }
 
+    /// An estimate: per key its bytes and its map entry (key box and posting, 24
+    /// bytes), and a shared set's count, container list and containers besides.
     pub(crate) fn bytes(&self) -> usize {
+        const ENTRY: usize = 24;
         self.map
             .iter()
             .map(|(k, b)| {
                 k.len()
+                    + ENTRY
                     + match b.get() {
-                        PostingRef::One(_) => 24,
-                        PostingRef::Many(b) => 64 + b.serialized_size(),
+                        PostingRef::One(_) => 0,
+                        PostingRef::Many(b) => 40 + b.serialized_size(),
                     }
             })
             .sum::<usize>()
