@@ -49,7 +49,7 @@ fn index_changes<'w>(
     rx: std::sync::mpsc::Receiver<ToIndex>,
 ) -> Indexed<'w> {
     enum Change {
-        Upsert(String, DocValues, u64),
+        Upsert(discern_index::DocId, DocValues, u64),
         Delete(String),
         Clear,
     }
@@ -76,7 +76,7 @@ fn index_changes<'w>(
                 ItemChange::Upsert(id, rec) => {
                     let (mut values, errors) = index_values(&base.dims, &rec);
                     base.number_text(&mut values);
-                    Some(Change::Upsert(id, values, errors))
+                    Some(Change::Upsert(id.as_str().into(), values, errors))
                 }
                 ItemChange::Delete(id) => Some(Change::Delete(id)),
                 ItemChange::Clear => Some(Change::Clear),
@@ -85,7 +85,7 @@ fn index_changes<'w>(
             .collect();
         for ch in indexed {
             match ch {
-                Change::Upsert(id, values, errors) => b.upsert_values(&id, values, errors),
+                Change::Upsert(id, values, errors) => b.upsert_values(id, values, errors),
                 Change::Delete(id) => b.delete(&id),
                 Change::Clear => b.clear(),
             }
@@ -398,7 +398,7 @@ impl Engine {
             self.snapshot.store(Arc::new(snap.clone()));
         }
         self.store.scan_raw(16 * 1024, |batch| {
-            let extracted: Vec<(String, Result<(DocValues, u64)>)> = batch
+            let extracted: Vec<(discern_index::DocId, Result<(DocValues, u64)>)> = batch
                 .into_par_iter()
                 .map(|(id, raw)| {
                     let r = discern_model::decode_record(&raw)
@@ -408,7 +408,7 @@ impl Engine {
                             snap.number_text(&mut values);
                             (values, errors)
                         });
-                    (id, r)
+                    (id.as_str().into(), r)
                 })
                 .collect();
             let mut b = writer.begin_untracked(&snap);
@@ -418,7 +418,7 @@ impl Engine {
             }
             for (id, r) in extracted {
                 let (values, errors) = r?;
-                b.upsert_values(&id, values, errors);
+                b.upsert_values(id, values, errors);
             }
             snap = b.commit();
             if publish_partial {
