@@ -161,10 +161,10 @@ mod tests {
     fn store_cache_from_file_and_bad_value_named() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("discern.properties");
-        std::fs::write(&f, "store-cache = 16 MiB\n").unwrap();
+        std::fs::write(&f, "store-cache = 64 MiB\n").unwrap();
         let s = Settings::load(Some(&f), None, None).unwrap();
-        assert_eq!(s.engine.store_cache_bytes, 16 << 20);
-        assert_eq!(Config::default().store_cache_bytes, 64 << 20);
+        assert_eq!(s.engine.store_cache_bytes, 64 << 20);
+        assert_eq!(Config::default().store_cache_bytes, 16 << 20);
         std::fs::write(&f, "store-cache = lots\n").unwrap();
         let err = format!("{:#}", Settings::load(Some(&f), None, None).err().unwrap());
         assert!(err.contains("store-cache"), "{err}");

@@ -12,6 +12,9 @@ pub struct Config {
     pub feed: Option<String>,
     pub feed_interval_ms: u64,
     /// Memory the item store may use to cache its pages (the OS caches the file too).
+    /// 16 MiB holds every branch page of a million items' tree; a larger cache mostly
+    /// keeps leaves a random delta rarely reads again, at 5 KiB of heap per 4 KiB page
+    /// (64 MiB: +95 MB resident after ten deltas at 1M items, deltas no faster).
     pub store_cache_bytes: u64,
 }
 
@@ -26,7 +29,7 @@ impl Default for Config {
             admin_token: None,
             feed: None,
             feed_interval_ms: 300_000,
-            store_cache_bytes: 64 << 20,
+            store_cache_bytes: 16 << 20,
         }
     }
 }
