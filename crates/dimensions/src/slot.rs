@@ -71,7 +71,8 @@ impl IndexedValue {
     /// thread calling this. (The index's writer extracts values on every core but makes
     /// the rows on one thread, where these 24-byte lists — half the documents have a
     /// `lot_acres` like 0.17 — sat between the apply's short-lived allocations of that
-    /// size, and kept their pages when those were freed: ~20 MB after a bulk load.)
+    /// size, and kept their pages when those were freed: with the new documents' ids,
+    /// made there too, 45 MB of free 32-byte blocks after a 1M bulk load, now 10.)
     pub fn boxed_for_slot(self) -> IndexedValue {
         match self {
             IndexedValue::Int(x) if !int_in_place(x) => IndexedValue::Ints(Many::from([x])),

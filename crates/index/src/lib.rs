@@ -907,9 +907,9 @@ impl<'w> Builder<'w> {
     }
 
     /// Like `upsert`, with values extracted beforehand (e.g. in parallel), and the id
-    /// made there too: a new document keeps it. (An id made on the writer's thread
-    /// shared its pages with the apply's postings changes, freed when it ends: a bulk
-    /// load left its ids scattered over ~70 MB of otherwise empty 32-byte blocks.)
+    /// made there too: a new document keeps it. (Made on the writer's thread, each new
+    /// id sat among the apply's short-lived allocations of its size, freed when the
+    /// apply ends: see `IndexedValue::boxed_for_slot`.)
     pub fn upsert_values(&mut self, id: DocId, mut values: DocValues, errors: u64) {
         self.errors += errors;
         number_text(&self.vocab, &mut values);
