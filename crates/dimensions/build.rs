@@ -1,9 +1,9 @@
-//! Compiles the `zipcodes` crate's table of US ZIP codes into the compact form `zip.rs`
-//! reads: sorted records of (ZIP as a number, latitude, longitude), little-endian, 20
-//! bytes each. Read at run time, the crate's own table kept ~40 MB of parsed records
-//! (every field of every ZIP code as strings) for the engine's life.
+//! Compiles the `zipcodes` crate's table of US ZIP codes into a sorted Rust array that
+//! `zip.rs` includes: `(ZIP as a number, latitude, longitude)` per code. Read at run
+//! time, the crate's own table kept ~40 MB of parsed records (every field of every ZIP
+//! code as strings) for the engine's life.
 
-use std::io::Write;
+use std::fmt::Write as _;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -16,7 +16,7 @@ fn main() {
         ) else {
             continue;
         };
-        if z.zip_code.len() == 5 {
+        if z.zip_code.len() == 5 && lat.is_finite() && lon.is_finite() {
             rows.push((zip, lat, lon));
         }
     }
@@ -24,14 +24,12 @@ fn main() {
     rows.reverse();
     rows.sort_by_key(|r| r.0); // stable: the last entry first among equals
     rows.dedup_by_key(|r| r.0);
-    let mut out = Vec::with_capacity(rows.len() * 20);
+    // (`{:?}` writes a double's shortest form that parses back to the same bits)
+    let mut out = format!("static ZIPS: [(u32, f64, f64); {}] = [\n", rows.len());
     for (zip, lat, lon) in rows {
-        out.extend_from_slice(&zip.to_le_bytes());
-        out.extend_from_slice(&lat.to_bits().to_le_bytes());
-        out.extend_from_slice(&lon.to_bits().to_le_bytes());
+        let _ = writeln!(out, "({zip}, {lat:?}, {lon:?}),");
     }
-    let path = std::path::Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("zips.bin");
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(&out))
-        .expect("cannot write the ZIP table");
+    out.push_str("];\n");
+    let path = std::path::Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("zips.rs");
+    std::fs::write(&path, out).expect("cannot write the ZIP table");
 }
