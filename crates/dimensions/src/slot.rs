@@ -90,11 +90,13 @@ impl From<IndexedValue> for Slot {
             IndexedValue::Int(x) if int_in_place(x) => {
                 Slot::inline(((x << INLINE_BITS) as u64) | INLINE)
             }
-            IndexedValue::Int(x) => pointer(INTS, Many::from([x])),
             IndexedValue::Double(x) if double_in_place(x) => {
                 Slot::inline(x.to_bits() | DOUBLE_BIT | INLINE)
             }
-            IndexedValue::Double(x) => pointer(DOUBLES, Many::from([x])),
+            // (a one-item list: `boxed_for_slot` is the one place that boxes a number)
+            number @ (IndexedValue::Int(_) | IndexedValue::Double(_)) => {
+                Slot::from(number.boxed_for_slot())
+            }
             IndexedValue::Ints(xs) => pointer(INTS, xs),
             IndexedValue::Doubles(xs) => pointer(DOUBLES, xs),
             IndexedValue::Terms(t) => pointer(TERMS, t.into_many()),

@@ -60,15 +60,15 @@ impl Delta {
     }
     /// The documents added and removed, each as a bitmap.
     fn resolve(self) -> (RoaringBitmap, RoaringBitmap) {
-        let one = |op: u64| {
-            let mut set = RoaringBitmap::new();
-            set.insert((op >> 1) as u32);
-            set
-        };
         match (self.first, self.more.is_empty()) {
             (NONE, _) => return Default::default(),
-            (op, true) if op & 1 == 1 => return (one(op), RoaringBitmap::new()),
-            (op, true) => return (RoaringBitmap::new(), one(op)),
+            (op, true) => {
+                let one = RoaringBitmap::from_iter([(op >> 1) as u32]);
+                return match op & 1 {
+                    1 => (one, RoaringBitmap::new()),
+                    _ => (RoaringBitmap::new(), one),
+                };
+            }
             _ => {}
         }
         let mut ops = self.more;
