@@ -12,6 +12,7 @@ use discern_dimensions::{Dimensions, ElementSet, IndexedValue};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
+use super::codes::{CodeBuf, TextCode};
 use super::{
     bitmap_of_sorted, insert_sorted, tree_of, DimsPostings, Key, KeyBuf, Posting, Postings,
     ShorterCache,
@@ -97,6 +98,8 @@ impl Delta {
 #[derive(Default)]
 struct DimDelta {
     keys: FastMap<Key, Delta>,
+    /// A text dimension's keys, numbered (`codes.rs`): made byte keys when resolved.
+    codes: FastMap<TextCode, Delta>,
     has: Delta,
     field_stats: Vec<(i64, i64)>,
 }
@@ -115,6 +118,46 @@ impl DimDelta {
             d.remove(doc)
         }
     }
+
+    fn change_code(&mut self, code: TextCode, doc: u32, add: bool) {
+        let d = self.codes.entry(code).or_default();
+        if add {
+            d.add(doc)
+        } else {
+            d.remove(doc)
+        }
+    }
+}
+
+/// Calls `change(key, added)` for each key of one sorted, distinct list that the other
+/// lacks: `old`'s as removed, `new`'s as added.
+fn each_difference<K: Ord + Copy>(
+    old: impl Fn(usize) -> Option<K>,
+    new: impl Fn(usize) -> Option<K>,
+    mut change: impl FnMut(K, bool),
+) {
+    let (mut i, mut j) = (0, 0);
+    loop {
+        match (old(i), new(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a < b => {
+                change(a, false);
+                i += 1;
+            }
+            (Some(a), None) => {
+                change(a, false);
+                i += 1;
+            }
+            (_, Some(b)) => {
+                change(b, true);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
 }
 
 /// The changes one apply makes to the postings, folded in by `commit`.
@@ -122,6 +165,7 @@ pub(crate) struct PostingsDelta {
     dims: Vec<Option<DimDelta>>,
     live: Delta,
     bufs: (KeyBuf, KeyBuf),
+    codes: (CodeBuf, CodeBuf),
     /// Per dimension, its tree when it is one (see `subtree_key`).
     trees: Vec<Option<Arc<ElementSet>>>,
     /// Per text dimension, its vocabulary (the documents' token numbers' tokens).
@@ -138,6 +182,7 @@ impl PostingsDelta {
                 .collect(),
             live: Delta::default(),
             bufs: (KeyBuf::new(), KeyBuf::new()),
+            codes: Default::default(),
             trees: dims.dims.iter().map(|d| tree_of(d).cloned()).collect(),
             vocab,
         }
@@ -183,63 +228,73 @@ impl PostingsDelta {
                     }
                 }
             }
-            let tree = self.trees.get(di).and_then(|t| t.as_deref());
-            let vocab = self
-                .vocab
-                .get(di)
-                .and_then(|v| v.as_deref())
-                .map(|v| v.read());
-            ob.fill(before, tree, vocab.as_deref());
-            nb.fill(after, tree, vocab.as_deref());
-            // merge walk over the two sorted key lists
-            let (mut i, mut j) = (0, 0);
-            while i < ob.len() || j < nb.len() {
-                let ko = (i < ob.len()).then(|| ob.get(i));
-                let kn = (j < nb.len()).then(|| nb.get(j));
-                match (ko, kn) {
-                    (Some(a), Some(b)) if a == b => {
-                        i += 1;
-                        j += 1;
-                    }
-                    (Some(a), Some(b)) if a < b => {
-                        dd.change(a, doc, false);
-                        i += 1;
-                    }
-                    (Some(a), None) => {
-                        dd.change(a, doc, false);
-                        i += 1;
-                    }
-                    (_, Some(b)) => {
-                        dd.change(b, doc, true);
-                        j += 1;
-                    }
-                    (None, None) => break,
-                }
+            if self.vocab.get(di).is_some_and(Option::is_some) {
+                // a text dimension (the one kind with a vocabulary): its keys numbered
+                let (oc, nc) = &mut self.codes;
+                let (old, new) = (oc.fill(before), nc.fill(after));
+                each_difference(
+                    |i| old.get(i).copied(),
+                    |j| new.get(j).copied(),
+                    |c, add| dd.change_code(c, doc, add),
+                );
+                continue;
             }
+            let tree = self.trees.get(di).and_then(|t| t.as_deref());
+            ob.fill(before, tree);
+            nb.fill(after, tree);
+            each_difference(
+                |i| (i < ob.len()).then(|| ob.get(i)),
+                |j| (j < nb.len()).then(|| nb.get(j)),
+                |k, add| dd.change(k, doc, add),
+            );
         }
     }
 
     /// The changes as each set's final additions and removals (dimensions in
     /// parallel): a form that can be applied to more than one copy of the postings.
     pub(crate) fn resolve(self) -> Resolved {
-        let dims = self
-            .dims
+        let PostingsDelta {
+            dims, live, vocab, ..
+        } = self;
+        let dims = dims
             .into_par_iter()
-            .map(|d| {
+            .enumerate()
+            .map(|(di, d)| {
                 let d = d?;
-                if d.keys.is_empty() && d.has.is_empty() {
+                if d.keys.is_empty() && d.codes.is_empty() && d.has.is_empty() {
                     return None;
                 }
-                let mut keys: Vec<(Key, RoaringBitmap, RoaringBitmap)> = d
-                    .keys
-                    .into_iter()
-                    .map(|(k, delta)| {
-                        let (add, remove) = delta.resolve();
-                        (k, add, remove)
-                    })
-                    .collect();
+                let resolved = |(k, delta): (Key, Delta)| {
+                    let (add, remove) = delta.resolve();
+                    (k, add, remove)
+                };
+                let mut keys: Vec<(Key, RoaringBitmap, RoaringBitmap)> =
+                    d.keys.into_iter().map(resolved).collect();
+                if !d.codes.is_empty() {
+                    let numbering = vocab.get(di).and_then(|v| v.as_deref());
+                    let numbered = numbering.map(|v| v.read());
+                    keys.reserve(d.codes.len());
+                    keys.extend(
+                        d.codes
+                            .into_iter()
+                            .map(|(c, delta)| (c.key(numbered.as_deref()), delta))
+                            .map(resolved),
+                    );
+                }
                 // one order for every copy it is applied to
                 keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                // Two codes name one key only if a token number had no token (numbers
+                // are made with their tokens): a document then holds the key if either
+                // code says so.
+                keys.dedup_by(|later, kept| {
+                    if later.0 != kept.0 {
+                        return false;
+                    }
+                    kept.1 |= &later.1;
+                    kept.2 |= &later.2;
+                    kept.2 -= &kept.1;
+                    true
+                });
                 Some(ResolvedDim {
                     keys,
                     has: d.has.resolve(),
@@ -249,7 +304,7 @@ impl PostingsDelta {
             .collect();
         Resolved {
             dims,
-            live: self.live.resolve(),
+            live: live.resolve(),
         }
     }
 }

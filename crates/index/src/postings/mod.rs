@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 mod apply;
+mod codes;
 mod posting;
 pub use apply::SpareSlot;
 pub(crate) use apply::{commit, PostingsDelta};
@@ -330,10 +331,6 @@ pub(crate) fn length_class_bounds(class: u16) -> (usize, usize) {
 struct KeyBuf {
     arena: Vec<u8>,
     spans: Vec<(u32, u32)>,
-    /// Scratch: a text value's token keys, sorted to find repeats.
-    order: Vec<(u32, u32)>,
-    /// Scratch: (a repeated key, how often it occurs).
-    repeats: Vec<((u32, u32), usize)>,
 }
 
 impl KeyBuf {
@@ -341,34 +338,15 @@ impl KeyBuf {
         KeyBuf {
             arena: Vec::new(),
             spans: Vec::new(),
-            order: Vec::new(),
-            repeats: Vec::new(),
         }
     }
 
     /// The keys of `value` (none when absent), sorted and distinct; `tree`: the
-    /// dimension's tree, when it is one; `vocab`: its vocabulary, when it is text.
-    fn fill(
-        &mut self,
-        value: Option<&IndexedValue>,
-        tree: Option<&ElementSet>,
-        vocab: Option<&Numbered>,
-    ) {
+    /// dimension's tree, when it is one. Not for text: an apply numbers a text value's
+    /// keys (`codes::CodeBuf`).
+    fn fill(&mut self, value: Option<&IndexedValue>, tree: Option<&ElementSet>) {
         match value {
-            Some(v) => {
-                self.fill_unsorted(v, tree, vocab);
-                if let IndexedValue::Terms(terms) = v {
-                    self.push_levels();
-                    for (fi, n) in terms.group_lens().enumerate() {
-                        if n > 0 {
-                            let at = self.arena.len() as u32;
-                            let key = text_length_key(fi, length_class(n));
-                            self.arena.extend_from_slice(&key);
-                            self.spans.push((at, self.arena.len() as u32));
-                        }
-                    }
-                }
-            }
+            Some(v) => self.fill_unsorted(v, tree, None),
             None => {
                 self.arena.clear();
                 self.spans.clear();
@@ -432,41 +410,6 @@ impl KeyBuf {
             | IndexedValue::Double(_)
             | IndexedValue::Doubles(_) => value.numbers().for_each(|x| push(&[&numeric_key(x)])),
         }
-    }
-
-    /// After a text value's token keys: the level keys of its repeated tokens.
-    fn push_levels(&mut self) {
-        let arena = &self.arena;
-        let key = |s: &(u32, u32)| &arena[s.0 as usize..s.1 as usize];
-        self.order.clear();
-        self.order.extend_from_slice(&self.spans);
-        self.order.sort_unstable_by(|a, b| key(a).cmp(key(b)));
-        let mut repeats = std::mem::take(&mut self.repeats);
-        repeats.clear();
-        let mut i = 0;
-        while i < self.order.len() {
-            let mut j = i + 1;
-            while j < self.order.len() && key(&self.order[j]) == key(&self.order[i]) {
-                j += 1;
-            }
-            if j - i > 1 {
-                repeats.push((self.order[i], j - i));
-            }
-            i = j;
-        }
-        for &((start, end), n) in &repeats {
-            let (start, end) = (start as usize, end as usize);
-            let field = u16::from_be_bytes([self.arena[start], self.arena[start + 1]]);
-            for level in 2..=n.min(MAX_LEVEL as usize) {
-                let at = self.arena.len();
-                self.arena
-                    .extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
-                self.arena.push(level as u8);
-                self.arena.extend_from_within(start + 2..end);
-                self.spans.push((at as u32, self.arena.len() as u32));
-            }
-        }
-        self.repeats = repeats;
     }
 
     fn len(&self) -> usize {
