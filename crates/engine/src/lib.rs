@@ -977,11 +977,16 @@ mod tests {
     /// An engine on `dir` with an integer dimension `n` and a text dimension `t`, its
     /// index built.
     fn populated_with_number_and_text(dir: &std::path::Path) -> Arc<Engine> {
-        let (e, mut g) = engine_with(
+        populated(
             dir,
             b"<dimensions><dimension id='n' type='integer'/><dimension id='t' type='text'/>\
               </dimensions>",
-        );
+        )
+    }
+
+    /// An engine on `dir` with dimensions `dims`, populated (queryable).
+    fn populated(dir: &std::path::Path, dims: &[u8]) -> Arc<Engine> {
+        let (e, mut g) = engine_with(dir, dims);
         e.populate(&mut g).unwrap();
         drop(g);
         e
@@ -1087,12 +1092,10 @@ mod tests {
     #[test]
     fn query_properties_keep_the_stored_order() {
         let d = tempfile::tempdir().unwrap();
-        let (e, mut g) = engine_with(
+        let e = populated(
             d.path(),
             b"<dimensions><dimension id='k' type='keyword'/></dimensions>",
         );
-        e.populate(&mut g).unwrap();
-        drop(g);
         let entry = |n: &str, v: &str| format!("<entry name='{n}'><string>{v}</string></entry>");
         apply(
             &e,
@@ -1183,12 +1186,10 @@ mod tests {
     #[test]
     fn the_index_takes_changes_in_document_order() {
         let d = tempfile::tempdir().unwrap();
-        let (e, mut g) = engine_with(
+        let e = populated(
             d.path(),
             b"<dimensions><dimension id='n' type='integer'/></dimensions>",
         );
-        e.populate(&mut g).unwrap();
-        drop(g);
         let ids = 7;
         let actions = INDEX_BATCH * 5 + 3;
         let mut doc = String::from("<changeset>");
