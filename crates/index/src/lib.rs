@@ -815,7 +815,7 @@ pub struct Builder<'w> {
     generation: u64,
     terms: TermDicts,
     /// Document-frequency changes per dimension (`None`: not tracked, see `begin_untracked`).
-    term_deltas: Option<Vec<FastMap<Box<str>, i64>>>,
+    term_deltas: Option<Vec<terms::TermDelta>>,
     postings: Postings,
     live_docs: Arc<RoaringBitmap>,
     keys: Arc<[Option<Arc<Numbering>>]>,
@@ -844,7 +844,7 @@ impl IndexWriter {
     }
 
     pub fn begin<'w>(&'w mut self, base: &Snapshot) -> Builder<'w> {
-        let deltas = base.dims.dims.iter().map(|_| FastMap::default()).collect();
+        let deltas = base.dims.dims.iter().map(|_| Default::default()).collect();
         let mut b = self.begin_untracked(base);
         b.term_deltas = Some(deltas);
         b
@@ -964,11 +964,7 @@ impl<'w> Builder<'w> {
                 .get(di)
                 .and_then(|v| v.as_deref())
                 .map(|v| v.read());
-            let before = terms::value_terms(old, vocab.as_deref());
-            let after = terms::value_terms(new, vocab.as_deref());
-            if before != after {
-                terms::diff_terms(&before, &after, &mut deltas[di]);
-            }
+            deltas[di].change(old, new, vocab.as_deref());
         }
     }
 
@@ -1006,7 +1002,7 @@ impl<'w> Builder<'w> {
         self.live_docs = Arc::default();
         self.postings_delta.clear();
         if let Some(d) = self.term_deltas.as_mut() {
-            d.iter_mut().for_each(FastMap::clear);
+            d.iter_mut().for_each(terms::TermDelta::clear);
         }
     }
 
@@ -1037,6 +1033,8 @@ impl<'w> Builder<'w> {
         if let Some(deltas) = self.term_deltas.take() {
             let mut next: Vec<Option<Arc<TermDict>>> = terms.iter().cloned().collect();
             for (di, d) in deltas.into_iter().enumerate() {
+                let vocab = self.vocab.get(di).and_then(|v| v.as_deref());
+                let d = d.into_terms(vocab.map(|v| v.read()).as_deref());
                 if d.is_empty() {
                     continue;
                 }

@@ -80,15 +80,72 @@ fn each_row_term<'a>(
 }
 
 /// The distinct terms of one indexed value, sorted.
-pub(crate) fn value_terms<'a>(
-    v: Option<&'a IndexedValue>,
-    vocab: Option<&'a Numbered>,
-) -> Vec<&'a str> {
+fn value_terms<'a>(v: Option<&'a IndexedValue>, vocab: Option<&'a Numbered>) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
     each_term(v, vocab, |t| out.push(t));
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// One apply's document-frequency changes to a dimension's terms. A text value's terms
+/// are counted by vocabulary number (sorted, compared and hashed as integers, named
+/// once per term when the apply's snapshot is built): by name they were a fifth of a
+/// bulk load's index thread.
+#[derive(Default)]
+pub(crate) struct TermDelta {
+    by_term: FastMap<Box<str>, i64>,
+    by_number: FastMap<u32, i64>,
+}
+
+impl TermDelta {
+    /// Records the change of one document's value from `old` to `new` (`None`: none).
+    pub(crate) fn change(
+        &mut self,
+        old: Option<&IndexedValue>,
+        new: Option<&IndexedValue>,
+        vocab: Option<&Numbered>,
+    ) {
+        let numbered = |v: Option<&IndexedValue>| match v {
+            None => Some(Vec::new()),
+            Some(IndexedValue::Terms(t)) => {
+                let mut ns: Vec<u32> = t.iter().collect();
+                ns.sort_unstable();
+                ns.dedup();
+                Some(ns)
+            }
+            Some(_) => None,
+        };
+        if vocab.is_some() {
+            if let (Some(before), Some(after)) = (numbered(old), numbered(new)) {
+                each_change(&before, &after, |n, by| {
+                    *self.by_number.entry(*n).or_default() += by
+                });
+                return;
+            }
+        }
+        let (before, after) = (value_terms(old, vocab), value_terms(new, vocab));
+        each_change(&before, &after, |t, by| bump(&mut self.by_term, t, by));
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.by_term.clear();
+        self.by_number.clear();
+    }
+
+    /// The changes by term (frequency changes add up, whichever way they were counted);
+    /// `vocab` names the numbered ones.
+    pub(crate) fn into_terms(self, vocab: Option<&Numbered>) -> FastMap<Box<str>, i64> {
+        let mut by_term = self.by_term;
+        if let Some(vocab) = vocab {
+            for (n, by) in self.by_number {
+                if let Some(t) = vocab.get(n) {
+                    bump(&mut by_term, t, by);
+                }
+            }
+        }
+        by_term
+    }
 }
 
 /// Adds `by` to `term`'s delta; the key is allocated only for a new term.
@@ -101,8 +158,9 @@ fn bump(deltas: &mut FastMap<Box<str>, i64>, term: &str, by: i64) {
     }
 }
 
-/// Adds `+1` for terms only in `new`, `-1` for terms only in `old` (both sorted).
-pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut FastMap<Box<str>, i64>) {
+/// Calls `change(term, -1)` for each term only in `old` and `change(term, 1)` for each
+/// only in `new` (both sorted and distinct).
+fn each_change<T: Ord>(old: &[T], new: &[T], mut change: impl FnMut(&T, i64)) {
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         let ord = match (old.get(i), new.get(j)) {
@@ -112,11 +170,11 @@ pub(crate) fn diff_terms(old: &[&str], new: &[&str], deltas: &mut FastMap<Box<st
         };
         match ord {
             std::cmp::Ordering::Less => {
-                bump(deltas, old[i], -1);
+                change(&old[i], -1);
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
-                bump(deltas, new[j], 1);
+                change(&new[j], 1);
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
@@ -708,6 +766,45 @@ mod tests {
 
     fn dict(words: &[(&str, u32)]) -> TermDict {
         TermDict::from_counts(words.iter().copied().collect::<HashMap<_, _>>(), 0)
+    }
+
+    /// Frequency changes counted by number (text) and by name (anything else) come out
+    /// by name, each term once per document, and add up whichever way they were counted.
+    #[test]
+    fn term_changes_by_number_and_by_name_add_up() {
+        let numbering = crate::numbering::Numbering::from_strings(
+            ["loft", "park", "view"].iter().map(|&t| t.into()).collect(),
+        )
+        .unwrap();
+        let vocab = numbering.read();
+        let text = |groups: &[&[u32]]| {
+            IndexedValue::Terms(discern_dimensions::TermList::from_groups(groups.iter()))
+        };
+        let strings =
+            |ts: &[&str]| IndexedValue::Strings(discern_dimensions::StrList::from_strs(ts.iter()));
+        let mut d = TermDelta::default();
+        // loft twice and park → park and view (in two fields)
+        d.change(
+            Some(&text(&[&[0, 1, 0]])),
+            Some(&text(&[&[1], &[2]])),
+            Some(&vocab),
+        );
+        // a new document: loft
+        d.change(None, Some(&text(&[&[0]])), Some(&vocab));
+        // a value that is not text, by name: view → loft
+        d.change(
+            Some(&strings(&["view"])),
+            Some(&strings(&["loft"])),
+            Some(&vocab),
+        );
+        let mut got: Vec<(String, i64)> = d
+            .into_terms(Some(&vocab))
+            .into_iter()
+            .map(|(t, by)| (t.into(), by))
+            .collect();
+        got.sort();
+        // (view: +1 by number, -1 by name; park unchanged, never counted)
+        assert_eq!(got, vec![("loft".into(), 1), ("view".into(), 0)]);
     }
 
     fn near(d: &TermDict, t: &str, max: u8, tr: bool) -> Vec<(String, u8, u32)> {
