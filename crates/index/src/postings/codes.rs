@@ -1,8 +1,8 @@
 //! A text dimension's postings keys as numbers while an apply records its changes: the
 //! token as its vocabulary number, not its bytes. Recording a document's change looks
-//! up each of its keys (a hundred or more for a listing's description), and sorting,
-//! hashing and comparing byte keys was most of the apply's index thread (a bulk load's
-//! slowest stage); the keys are made bytes once per distinct key, when the changes are
+//! up each of its keys (a hundred or more for a listing's description), and making,
+//! sorting, hashing and comparing byte keys was half of the apply's index thread during
+//! a bulk load; the keys are made bytes once per distinct key, when the changes are
 //! resolved (`TextCode::key`).
 //!
 //! A code orders as `(kind, field, level, number)`; any order serves the merge of a
