@@ -50,12 +50,6 @@ enum Extracted {
     Clear,
 }
 
-/// What the extracting stage of an apply's index thread hands the building stage.
-enum ToBuild {
-    Batch(Vec<Extracted>),
-    Flushed(std::sync::mpsc::SyncSender<()>),
-}
-
 /// The index thread of an apply: takes every batch into `b`, in order. A stage of its
 /// own extracts each batch's values across the rayon pool (text analysis above all)
 /// while this thread takes the batch before it into the builder. One after the other,
@@ -65,17 +59,17 @@ enum ToBuild {
 fn index_changes<'w>(
     mut b: discern_index::Builder<'w>,
     base: &Snapshot,
-    rx: std::sync::mpsc::Receiver<ToIndex>,
+    rx: std::sync::mpsc::Receiver<ToIndex<ItemChange>>,
 ) -> Indexed<'w> {
     std::thread::scope(|scope| {
-        let (tx, built) = std::sync::mpsc::sync_channel::<ToBuild>(EXTRACTED_QUEUE);
+        let (tx, built) = std::sync::mpsc::sync_channel::<ToIndex<Extracted>>(EXTRACTED_QUEUE);
         let extracting = std::thread::Builder::new()
             .name("apply-extract".into())
             .spawn_scoped(scope, move || {
                 for msg in rx {
                     let next = match msg {
-                        ToIndex::Batch(batch) => ToBuild::Batch(extract_batch(base, batch)),
-                        ToIndex::Flushed(ack) => ToBuild::Flushed(ack),
+                        ToIndex::Batch(batch) => ToIndex::Batch(extract_batch(base, batch)),
+                        ToIndex::Flushed(ack) => ToIndex::Flushed(ack),
                     };
                     // the building stage stopped: so does the apply
                     if tx.send(next).is_err() {
@@ -89,8 +83,8 @@ fn index_changes<'w>(
         }
         for msg in built {
             let batch = match msg {
-                ToBuild::Batch(batch) => batch,
-                ToBuild::Flushed(ack) => {
+                ToIndex::Batch(batch) => batch,
+                ToIndex::Flushed(ack) => {
                     let _ = ack.send(());
                     // The store now commits (an fsync's wait): the snapshot is built
                     // meanwhile. The store sends nothing after its flush; were it to,
@@ -175,9 +169,10 @@ fn spawn_store_sync(engine: std::sync::Weak<Engine>) -> Result<()> {
     Ok(())
 }
 
-/// What an apply sends its index thread.
-enum ToIndex {
-    Batch(Vec<ItemChange>),
+/// What an apply sends its index thread (`ToIndex<ItemChange>`), and what the thread's
+/// extracting stage hands its building stage (`ToIndex<Extracted>`).
+enum ToIndex<T> {
+    Batch(Vec<T>),
     /// Answer once every batch before this one is indexed.
     Flushed(std::sync::mpsc::SyncSender<()>),
 }
@@ -549,7 +544,7 @@ impl Engine {
             // of an apply use two cores.
             let index = &mut guard.index;
             let (run_result, b) = std::thread::scope(|scope| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<ToIndex>(INDEX_QUEUE);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<ToIndex<ItemChange>>(INDEX_QUEUE);
                 let indexer = std::thread::Builder::new()
                     .name("apply-index".into())
                     .spawn_scoped(scope, move || index_changes(index.begin(&base), &base, rx))
