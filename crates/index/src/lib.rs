@@ -24,6 +24,7 @@ mod ranked;
 mod reach;
 mod slots;
 mod sort;
+mod sorted;
 pub mod terms;
 mod text;
 

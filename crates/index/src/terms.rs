@@ -21,6 +21,7 @@ use rayon::prelude::*;
 
 use crate::fuzzy::{builder, lev2, ExactThenLev, FirstHalfLev, Lev};
 use crate::numbering::Numbered;
+use crate::sorted::each_difference;
 use crate::{FastMap, Snapshot};
 
 /// One apply changing more terms than this folds the overlay into the base at once.
@@ -118,14 +119,16 @@ impl TermDelta {
         };
         if vocab.is_some() {
             if let (Some(before), Some(after)) = (numbered(old), numbered(new)) {
-                each_change(&before, &after, |n, by| {
-                    *self.by_number.entry(*n).or_default() += by
+                each_difference(before, after, |n, added| {
+                    *self.by_number.entry(n).or_default() += if added { 1 } else { -1 }
                 });
                 return;
             }
         }
         let (before, after) = (value_terms(old, vocab), value_terms(new, vocab));
-        each_change(&before, &after, |t, by| bump(&mut self.by_term, t, by));
+        each_difference(before, after, |t, added| {
+            bump(&mut self.by_term, t, if added { 1 } else { -1 })
+        });
     }
 
     pub(crate) fn clear(&mut self) {
@@ -154,33 +157,6 @@ fn bump(deltas: &mut FastMap<Box<str>, i64>, term: &str, by: i64) {
         Some(d) => *d += by,
         None => {
             deltas.insert(term.into(), by);
-        }
-    }
-}
-
-/// Calls `change(term, -1)` for each term only in `old` and `change(term, 1)` for each
-/// only in `new` (both sorted and distinct).
-fn each_change<T: Ord>(old: &[T], new: &[T], mut change: impl FnMut(&T, i64)) {
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() || j < new.len() {
-        let ord = match (old.get(i), new.get(j)) {
-            (Some(a), Some(b)) => a.cmp(b),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            _ => std::cmp::Ordering::Greater,
-        };
-        match ord {
-            std::cmp::Ordering::Less => {
-                change(&old[i], -1);
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                change(&new[j], 1);
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                i += 1;
-                j += 1;
-            }
         }
     }
 }

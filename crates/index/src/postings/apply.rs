@@ -18,6 +18,7 @@ use super::{
     ShorterCache,
 };
 use crate::numbering::Vocabularies;
+use crate::sorted::each_difference;
 use crate::FastMap;
 
 /// A set's pending changes, in the order they were made: each a doc number shifted left
@@ -55,6 +56,14 @@ impl Delta {
     }
     fn remove(&mut self, doc: u32) {
         self.push((doc as u64) << 1);
+    }
+    /// `add` or `remove`, as `added` says.
+    fn change(&mut self, doc: u32, added: bool) {
+        if added {
+            self.add(doc)
+        } else {
+            self.remove(doc)
+        }
     }
     fn is_empty(&self) -> bool {
         self.first == NONE
@@ -112,51 +121,7 @@ impl DimDelta {
             Some(d) => d,
             None => self.keys.entry(k.into()).or_default(),
         };
-        if add {
-            d.add(doc)
-        } else {
-            d.remove(doc)
-        }
-    }
-
-    fn change_code(&mut self, code: TextCode, doc: u32, add: bool) {
-        let d = self.codes.entry(code).or_default();
-        if add {
-            d.add(doc)
-        } else {
-            d.remove(doc)
-        }
-    }
-}
-
-/// Calls `change(key, added)` for each key of one sorted, distinct list that the other
-/// lacks: `old`'s as removed, `new`'s as added.
-fn each_difference<K: Ord + Copy>(
-    old: impl Fn(usize) -> Option<K>,
-    new: impl Fn(usize) -> Option<K>,
-    mut change: impl FnMut(K, bool),
-) {
-    let (mut i, mut j) = (0, 0);
-    loop {
-        match (old(i), new(j)) {
-            (Some(a), Some(b)) if a == b => {
-                i += 1;
-                j += 1;
-            }
-            (Some(a), Some(b)) if a < b => {
-                change(a, false);
-                i += 1;
-            }
-            (Some(a), None) => {
-                change(a, false);
-                i += 1;
-            }
-            (_, Some(b)) => {
-                change(b, true);
-                j += 1;
-            }
-            (None, None) => break,
-        }
+        d.change(doc, add)
     }
 }
 
@@ -232,21 +197,15 @@ impl PostingsDelta {
                 // a text dimension (the one kind with a vocabulary): its keys numbered
                 let (oc, nc) = &mut self.codes;
                 let (old, new) = (oc.fill(before), nc.fill(after));
-                each_difference(
-                    |i| old.get(i).copied(),
-                    |j| new.get(j).copied(),
-                    |c, add| dd.change_code(c, doc, add),
-                );
+                each_difference(old.iter().copied(), new.iter().copied(), |c, add| {
+                    dd.codes.entry(c).or_default().change(doc, add)
+                });
                 continue;
             }
             let tree = self.trees.get(di).and_then(|t| t.as_deref());
             ob.fill(before, tree);
             nb.fill(after, tree);
-            each_difference(
-                |i| (i < ob.len()).then(|| ob.get(i)),
-                |j| (j < nb.len()).then(|| nb.get(j)),
-                |k, add| dd.change(k, doc, add),
-            );
+            each_difference(ob.keys(), nb.keys(), |k, add| dd.change(k, doc, add));
         }
     }
 

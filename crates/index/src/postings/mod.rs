@@ -412,13 +412,11 @@ impl KeyBuf {
         }
     }
 
-    fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    fn get(&self, i: usize) -> &[u8] {
-        let (a, b) = self.spans[i];
-        &self.arena[a as usize..b as usize]
+    /// The keys, in their order.
+    fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.spans
+            .iter()
+            .map(|&(a, b)| &self.arena[a as usize..b as usize])
     }
 }
 
@@ -479,8 +477,7 @@ pub(crate) fn build(
                 // documents come in ascending order: a repeated key of this document
                 // is the last entry of its list already
                 kb.fill_unsorted(v, tree, vocab.as_deref());
-                for i in 0..kb.len() {
-                    let k = kb.get(i);
+                for k in kb.keys() {
                     let level = match map.get_mut(k) {
                         Some((list, count)) if list.last() == Some(&n) => {
                             *count += 1;
