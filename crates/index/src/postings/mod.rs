@@ -581,6 +581,43 @@ mod tests {
         assert_eq!(map.len(), 30_000);
     }
 
+    /// Token numbers without a token (which numbering never makes) name one key, as
+    /// when counted from scratch: an apply resolves them into one set, never into two
+    /// entries for the same key.
+    #[test]
+    fn numbers_without_tokens_name_one_key() {
+        let d =
+            Dimensions::parse(b"<dimensions><dimension id='t' type='text'/></dimensions>").unwrap();
+        let vocab = crate::numbering::vocabularies_for(&d);
+        let doc = |n: u32, token: u32| {
+            let terms = discern_dimensions::TermList::from_groups([[token]]);
+            crate::Doc::new(
+                format!("d{n}").as_str().into(),
+                vec![Some(IndexedValue::Terms(terms))].into(),
+            )
+        };
+        let docs = [(1, doc(1, 5)), (2, doc(2, 6))];
+        let mut delta = PostingsDelta::new(&d, vocab.clone());
+        for (n, doc) in &docs {
+            delta.change(*n, None, Some(doc));
+        }
+        let mut post = empty(&d);
+        let mut live = Arc::new(RoaringBitmap::new());
+        delta.resolve().apply_to(&mut post, &mut live);
+        let sorted: Vec<(u32, &crate::Doc)> = docs.iter().map(|(n, d)| (*n, d)).collect();
+        let (built, _) = build(&d, &vocab, &sorted);
+        let keys_of = |p: &Postings| -> Vec<(Vec<u8>, RoaringBitmap)> {
+            let m = p[0].as_ref().unwrap();
+            m.map
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.get().bitmap().into_owned()))
+                .collect()
+        };
+        assert_eq!(keys_of(&post), keys_of(&built));
+        let field_key = 0u16.to_be_bytes().to_vec();
+        assert!(keys_of(&post).contains(&(field_key, RoaringBitmap::from_iter([1, 2]))));
+    }
+
     proptest! {
         /// Postings kept current through random applies equal postings counted from the
         /// final documents.
