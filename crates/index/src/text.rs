@@ -492,7 +492,7 @@ impl TextMatcher {
     }
 
     /// The scores of `docs` (a few of the holders of a query term), in doc order: each
-    /// source is intersected with them first.
+    /// source is intersected with them first, and its term counts added by place.
     pub(crate) fn score_some(
         &self,
         snap: &Snapshot,
@@ -501,13 +501,32 @@ impl TextMatcher {
         docs: &RoaringBitmap,
     ) -> Vec<Scored> {
         let stride = self.fields.len() * self.n_terms;
-        let mut tf = vec![0u16; docs.len() as usize * stride];
+        let list: Vec<u32> = docs.iter().collect();
+        let mut tf = vec![0u16; list.len() * stride];
+        let mut count = |i: usize, slot: usize| {
+            let at = i * stride + slot;
+            tf[at] = tf[at].saturating_add(1);
+        };
+        // Each source's documents among `docs`, by their place in `list`: looked up one
+        // by one in a much larger source, else intersected and placed by walking `list`
+        // alongside (a roaring `rank` per document counted a dense container's words).
         for (slot, b) in &g.sources {
             let slot = *slot;
-            for d in &crate::bits::and_small(docs, b) {
-                // (a member: its rank is at least 1)
-                let at = (docs.rank(d) as usize - 1) * stride + slot;
-                tf[at] = tf[at].saturating_add(1);
+            if (list.len() as u64).saturating_mul(24) < b.len() {
+                for (i, &d) in list.iter().enumerate() {
+                    if b.contains(d) {
+                        count(i, slot);
+                    }
+                }
+            } else {
+                let mut i = 0;
+                for d in &(docs & &**b) {
+                    // (`d` is a member of `docs`: found before the list ends)
+                    while list[i] < d {
+                        i += 1;
+                    }
+                    count(i, slot);
+                }
             }
         }
         // Every field length first, in a loop of its own: each is a few dependent cache
@@ -517,8 +536,8 @@ impl TextMatcher {
         // built for them — after an apply, the chunks it copied have none until
         // rebuilt in the background.)
         let nf = self.fields.len();
-        let mut lens = Vec::with_capacity(docs.len() as usize * nf);
-        for d in docs {
+        let mut lens = Vec::with_capacity(list.len() * nf);
+        for &d in &list {
             let cols = snap.built_chunk_cols(d as usize / crate::CHUNK);
             lens.extend(
                 self.fields
@@ -526,10 +545,10 @@ impl TextMatcher {
                     .map(|fq| field_length(snap, cols, dim, d, fq.index)),
             );
         }
-        docs.iter()
+        list.iter()
             .zip(tf.chunks_exact(stride.max(1)))
             .zip(lens.chunks_exact(nf.max(1)))
-            .map(|((d, counts), lens)| self.score(snap, |fi| lens[fi], dim, d, counts, g))
+            .map(|((&d, counts), lens)| self.score(snap, |fi| lens[fi], dim, d, counts, g))
             .collect()
     }
 

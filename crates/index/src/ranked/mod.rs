@@ -89,7 +89,7 @@ fn plan<'c>(criteria: &'c [Criterion], exact_only: bool) -> Option<Plan<'c>> {
 
 /// `Results` for a request (criteria prepared, text matchers not) whose page is its
 /// exact results' best text scores; `None` when it must be evaluated in full. The text
-/// matcher is left graded for the documents scored here, among them the page's.
+/// matcher is left graded for the page's documents (and any tied with its last).
 pub(crate) fn ranked_results(
     snap: &Snapshot,
     criteria: &mut [Criterion],
@@ -142,8 +142,8 @@ pub(crate) fn ranked_results(
     })
 }
 
-/// A ranked answer: the page, the result and exact sets, and every document scored with
-/// its score (in doc order) and the grading reference, for the text matcher.
+/// A ranked answer: the page, the result and exact sets, and the page's candidates with
+/// their scores (in doc order) and the grading reference, for the text matcher.
 struct Found {
     at: usize,
     hits: Vec<Hit>,
@@ -233,19 +233,19 @@ fn find(
         mean.value()
     };
     // the k best by relevance, then those tied with the k-th, ordered with their ids
-    let mut ranked: Vec<(f64, u32)> = scorer
+    let mut ranked: Vec<(f64, u32, Scored)> = scorer
         .scored
         .iter()
         .filter(|(d, _)| exact.contains(*d))
-        .map(|(d, p)| (relevance(p), *d))
+        .map(|(d, p)| (relevance(p), *d, *p))
         .collect();
     if ranked.len() > k {
         ranked.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
         let last = ranked[k - 1].0;
-        ranked.retain(|(r, _)| *r >= last);
+        ranked.retain(|(r, _, _)| *r >= last);
     }
     let mut hits: Vec<Hit> = Vec::with_capacity(ranked.len());
-    for (r, d) in ranked {
+    for &(r, d, _) in &ranked {
         hits.push(Hit::new(d, snap.doc(d)?, true, r));
     }
     hits.sort_unstable_by(default_order);
@@ -261,7 +261,10 @@ fn find(
     if hits.len() == k && k > 0 && hits[k - 1].r <= outside {
         return None;
     }
-    let mut order: Vec<(u32, Scored)> = scorer.scored;
+    // The matcher keeps the scores of the page's candidates only: the page is all that
+    // is graded after this (explanations), and sorting every document scored — often
+    // thousands — cost more than the rest of the ranking.
+    let mut order: Vec<(u32, Scored)> = ranked.into_iter().map(|(_, d, p)| (d, p)).collect();
     order.sort_unstable_by_key(|(d, _)| *d);
     let rank_docs: RoaringBitmap = order.iter().map(|(d, _)| *d).collect();
     Some(Found {
