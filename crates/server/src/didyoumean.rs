@@ -11,7 +11,7 @@ use discern_engine::didyoumean::{dimension, parse_options, suggest};
 use discern_model::Error;
 use serde_json::{Map, Value as J};
 
-use crate::body::read_json;
+use crate::body::{in_place, read_json};
 use crate::errors::ApiError;
 use crate::AppState;
 
@@ -25,15 +25,14 @@ async fn answer(
             Error::Unavailable("the index is still being built; retry shortly".into()).into(),
         );
     }
-    let out = tokio::task::spawn_blocking(move || {
+    let out = in_place(move || {
         let snap = engine.snapshot();
         let (di, _) = dimension(&snap, &dim)?;
         let (query, opts) = parse_options(&params)?;
         let query = query.ok_or_else(|| Error::bad("query: the text to check is required"))?;
         Ok::<_, Error>(suggest(&snap, di, &query, &opts))
     })
-    .await
-    .map_err(|e| ApiError::bad(format!("did-you-mean failed: {e}")))??;
+    .await??;
     Ok(Json(out).into_response())
 }
 

@@ -4,13 +4,13 @@ use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use discern_engine::{query_response, QueryResponse};
 use discern_model::Error;
 use serde_json::Value as J;
 
-use crate::body::{parse_json, read_json};
+use crate::body::{in_place, parse_json, read_json};
 use crate::errors::ApiError;
 use crate::AppState;
 
@@ -25,14 +25,7 @@ pub(crate) fn check_queryable(engine: &AppState) -> Result<(), ApiError> {
 async fn run_query(engine: AppState, body: J) -> Result<QueryResponse, ApiError> {
     check_queryable(&engine)?;
     let started = std::time::Instant::now();
-    let out = tokio::task::spawn_blocking(move || query_response(&engine, &body))
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("query task failed: {e}"),
-            )
-        })??;
+    let out = in_place(move || query_response(&engine, &body)).await??;
     let ms = started.elapsed().as_millis();
     if ms > 100 {
         tracing::info!(ms = ms as u64, "slow query");
