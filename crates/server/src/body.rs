@@ -183,7 +183,14 @@ pub(crate) async fn in_place<T: Send + 'static>(
     let failed = |e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e);
     if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
         tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
-            .map_err(|_| failed("the request's computation failed".into()))
+            .map_err(|panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                failed(format!("the request's computation failed: {why}"))
+            })
     } else {
         tokio::task::spawn_blocking(f)
             .await
@@ -266,9 +273,12 @@ mod tests {
         let lends = Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread;
         assert_eq!(ran_on == here, lends);
         let failed = in_place(|| -> u8 { panic!("a failing computation") }).await;
-        assert_eq!(
-            failed.unwrap_err().status,
-            StatusCode::INTERNAL_SERVER_ERROR
+        let failed = failed.unwrap_err();
+        assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            failed.message.contains("a failing computation"),
+            "{}",
+            failed.message
         );
     }
 
