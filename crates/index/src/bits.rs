@@ -4,12 +4,18 @@
 
 use roaring::RoaringBitmap;
 
+/// Whether `small`'s members are better looked up one by one in a set of `big` members
+/// than the two sets intersected: roaring intersects two array containers by walking
+/// both, and then the large one's length is the cost (a lookup costs about what walking
+/// a few dozen members does).
+pub(crate) fn lookups_pay(small: u64, big: u64) -> bool {
+    small.saturating_mul(24) < big
+}
+
 /// `small ∩ big`, by looking each member of `small` up in `big` when `small` is much
-/// the smaller: roaring intersects two array containers by walking both, and then the
-/// large one's length is the cost.
+/// the smaller (`lookups_pay`).
 pub(crate) fn and_small(small: &RoaringBitmap, big: &RoaringBitmap) -> RoaringBitmap {
-    // (a lookup costs about what walking a few dozen members does)
-    if small.len().saturating_mul(24) >= big.len() {
+    if !lookups_pay(small.len(), big.len()) {
         return small & big;
     }
     let mut out = RoaringBitmap::new();
