@@ -704,13 +704,14 @@ impl TextMatcher {
         self.fields.iter().map(|f| (f.index, f.terms.as_slice()))
     }
 
-    /// Holds `scored`, the scores of `docs` (in doc order), graded against `max_score`:
-    /// what `prepare` and `set_max_over` leave for those documents.
-    pub(crate) fn set_scored(&mut self, docs: &RoaringBitmap, scored: Vec<Scored>, max_score: f64) {
-        self.rank = Graded::Few(docs.iter().collect());
+    /// Holds `graded`, a few documents' scores (in doc order), graded against
+    /// `max_score`: what `prepare` and `set_max_over` leave for those documents.
+    pub(crate) fn set_scored(&mut self, graded: Vec<(u32, Scored)>, max_score: f64) {
+        let (docs, scored): (Vec<u32>, Vec<Scored>) = graded.into_iter().unzip();
+        self.matched = docs.iter().copied().collect();
+        self.rank = Graded::Few(docs);
         self.scored = scored;
         self.max_score = max_score;
-        self.matched = docs.clone();
     }
 
     /// Grades against the best score among `docs` (the query's results once culling is

@@ -115,8 +115,7 @@ pub(crate) fn ranked_results(
         hits,
         results,
         exact,
-        rank_docs,
-        scored,
+        graded,
         max_score,
     } = found;
     // explanations grade the page's documents as a full evaluation would
@@ -125,7 +124,7 @@ pub(crate) fn ranked_results(
         ..
     }) = &mut criteria[at].node
     {
-        t.set_scored(&rank_docs, scored, max_score);
+        t.set_scored(graded, max_score);
     }
     let total = results.len() as usize;
     let exact_count = exact.len() as usize;
@@ -149,8 +148,8 @@ struct Found {
     hits: Vec<Hit>,
     results: RoaringBitmap,
     exact: RoaringBitmap,
-    rank_docs: RoaringBitmap,
-    scored: Vec<Scored>,
+    /// The page's candidates and their scores, in doc order.
+    graded: Vec<(u32, Scored)>,
     max_score: f64,
 }
 
@@ -205,8 +204,7 @@ fn find(
             hits: Vec::new(),
             results,
             exact,
-            rank_docs: RoaringBitmap::new(),
-            scored: Vec::new(),
+            graded: Vec::new(),
             max_score: 0.0,
         });
     }
@@ -264,16 +262,14 @@ fn find(
     // The matcher keeps the scores of the page's candidates only: the page is all that
     // is graded after this (explanations), and sorting every document scored — often
     // thousands — cost more than the rest of the ranking.
-    let mut order: Vec<(u32, Scored)> = ranked.into_iter().map(|(_, d, p)| (d, p)).collect();
-    order.sort_unstable_by_key(|(d, _)| *d);
-    let rank_docs: RoaringBitmap = order.iter().map(|(d, _)| *d).collect();
+    let mut graded: Vec<(u32, Scored)> = ranked.into_iter().map(|(_, d, p)| (d, p)).collect();
+    graded.sort_unstable_by_key(|(d, _)| *d);
     Some(Found {
         at: plan.at,
         hits,
         results,
         exact,
-        rank_docs,
-        scored: order.into_iter().map(|(_, p)| p).collect(),
+        graded,
         max_score,
     })
 }
