@@ -1188,26 +1188,20 @@ mod tests {
         let ids = 7;
         let actions = INDEX_BATCH * 5 + 3;
         let mut doc = String::from("<changeset>");
-        for a in 0..actions {
-            let id = format!("k{}", a % ids);
-            if a % 11 == 5 {
-                doc.push_str(&format!("<remove-item id='{id}'/>"));
-            } else {
-                doc.push_str(&set_item(&id, "n", &format!("<int>{a}</int>")));
-            }
-        }
-        doc.push_str("</changeset>");
-        apply(&e, &doc);
         // each id as its last action left it
         let mut expected = std::collections::BTreeMap::new();
         for a in 0..actions {
             let id = format!("k{}", a % ids);
             if a % 11 == 5 {
+                doc.push_str(&format!("<remove-item id='{id}'/>"));
                 expected.remove(&id);
             } else {
+                doc.push_str(&set_item(&id, "n", &format!("<int>{a}</int>")));
                 expected.insert(id, a as i64);
             }
         }
+        doc.push_str("</changeset>");
+        apply(&e, &doc);
         let snap = e.snapshot();
         let indexed: std::collections::BTreeMap<String, i64> = snap
             .docs()
