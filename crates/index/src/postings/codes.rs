@@ -10,7 +10,7 @@
 
 use discern_dimensions::IndexedValue;
 
-use super::{length_class, text_length_key, LEVEL_BIT, MAX_LEVEL};
+use super::{length_class, text_key, text_length_key, text_level_key, MAX_LEVEL};
 use crate::numbering::Numbered;
 
 const TOKEN: u64 = 0;
@@ -47,29 +47,20 @@ impl TextCode {
 
     /// The key's bytes, as `postings` keys them; `vocab` names the tokens.
     pub(crate) fn key(self, vocab: Option<&Numbered>) -> Box<[u8]> {
-        let token = || {
-            vocab
-                .and_then(|v| v.get(self.number()))
-                .unwrap_or_default()
-                .as_bytes()
-        };
-        let field = self.field();
+        let token = || vocab.and_then(|v| v.get(self.number())).unwrap_or_default();
+        let field = self.field() as usize;
         match self.0 >> 56 {
-            TOKEN => [&field.to_be_bytes()[..], token()].concat().into(),
-            LEVEL => {
-                let level = [(self.0 >> 32) as u8];
-                [&(field | LEVEL_BIT).to_be_bytes()[..], &level, token()]
-                    .concat()
-                    .into()
-            }
-            _ => text_length_key(field as usize, self.number() as u16)[..].into(),
+            TOKEN => text_key(field, token()).into(),
+            LEVEL => text_level_key(field, (self.0 >> 32) as u8, token()).into(),
+            _ => text_length_key(field, self.number() as u16)[..].into(),
         }
     }
 }
 
 /// A text value's keys as codes, sorted and distinct: its tokens per field, the level
-/// keys of its repeated tokens and its fields' length classes — the keys `KeyBuf::fill`
-/// makes of it, numbered (no allocation once the buffers have grown).
+/// keys of its repeated tokens and its fields' length classes — the keys a build from
+/// scratch (`postings::build`) gives it, numbered (no allocation once the buffers have
+/// grown).
 #[derive(Default)]
 pub(crate) struct CodeBuf {
     codes: Vec<TextCode>,
