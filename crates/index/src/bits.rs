@@ -4,18 +4,21 @@
 
 use roaring::RoaringBitmap;
 
-/// Whether `small`'s members are better looked up one by one in a set of `big` members
-/// than the two sets intersected: roaring intersects two array containers by walking
-/// both, and then the large one's length is the cost (a lookup costs about what walking
-/// a few dozen members does).
-pub(crate) fn lookups_pay(small: u64, big: u64) -> bool {
-    small.saturating_mul(24) < big
+/// Whether `small`'s members are better looked up one by one in `big` than the two
+/// sets intersected. Roaring intersects container by container: an array container
+/// with another array by walking both (the larger one's length is the cost), anything
+/// with a bitmap container by testing each array member's bit — no more than a lookup
+/// costs without its search for the container. So only `big`'s members in array
+/// containers can make an intersection dear (a lookup costs about what walking a few
+/// dozen members does); a dense `big`, all bitmap containers, is always intersected.
+pub(crate) fn lookups_pay(small: u64, big: &RoaringBitmap) -> bool {
+    small.saturating_mul(24) < u64::from(big.statistics().n_values_array_containers)
 }
 
-/// `small ∩ big`, by looking each member of `small` up in `big` when `small` is much
-/// the smaller (`lookups_pay`).
+/// `small ∩ big`, by looking each member of `small` up in `big` when that is cheaper
+/// (`lookups_pay`).
 pub(crate) fn and_small(small: &RoaringBitmap, big: &RoaringBitmap) -> RoaringBitmap {
-    if !lookups_pay(small.len(), big.len()) {
+    if !lookups_pay(small.len(), big) {
         return small & big;
     }
     let mut out = RoaringBitmap::new();
@@ -184,6 +187,23 @@ impl Iterator for Positions<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Lookups pay only against members in array containers: a dense set (bitmap
+    /// containers) is intersected however small the other set, a sparse one of the
+    /// same size is looked up in.
+    #[test]
+    fn lookups_pay_only_against_array_containers() {
+        let dense: RoaringBitmap = (0..3 << 16).collect();
+        assert_eq!(dense.statistics().n_array_containers, 0);
+        assert!(!lookups_pay(10, &dense));
+        // 4,000 members in each of 50 containers: arrays, 200,000 members in all
+        let sparse: RoaringBitmap = (0..50u32)
+            .flat_map(|c| (0..4_000u32).map(move |i| c << 16 | i * 16))
+            .collect();
+        assert_eq!(sparse.statistics().n_bitset_containers, 0);
+        assert!(lookups_pay(10, &sparse));
+        assert!(!lookups_pay(10_000, &sparse));
+    }
 
     proptest! {
         /// A small set's members in a large one, found by lookups or by walking both,

@@ -546,7 +546,7 @@ impl TextMatcher {
         // alongside (a roaring `rank` per document counted a dense container's words).
         for (slot, b) in &g.sources {
             let slot = *slot;
-            if crate::bits::lookups_pay(list.len() as u64, b.len()) {
+            if crate::bits::lookups_pay(list.len() as u64, b) {
                 for (i, &d) in list.iter().enumerate() {
                     if b.contains(d) {
                         count(i, slot);
