@@ -563,7 +563,11 @@ pub(crate) fn scan<S: Sink>(
                 continue;
             }
             if let Some(Some(doc)) = chunk.docs.get(i as usize) {
-                let id_key = view.cols.map_or(doc.id_key(), |c| c.id_key(i as usize));
+                // (`map_or_else`: the row's id is read only when the chunk has no
+                // columns — an eager default read it for every result, a cache miss each)
+                let id_key = view
+                    .cols
+                    .map_or_else(|| doc.id_key(), |c| c.id_key(i as usize));
                 p.sink.offer(view.base + i as u32, doc, id_key, exact, r);
             }
         }
