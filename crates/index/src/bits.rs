@@ -198,7 +198,7 @@ mod tests {
         assert!(!lookups_pay(10, &dense));
         // 4,000 members in each of 50 containers: arrays, 200,000 members in all
         let sparse: RoaringBitmap = (0..50u32)
-            .flat_map(|c| (0..4_000u32).map(move |i| c << 16 | i * 16))
+            .flat_map(|c| (0..4_000u32).map(move |i| (c << 16) | (i * 16)))
             .collect();
         assert_eq!(sparse.statistics().n_bitset_containers, 0);
         assert!(lookups_pay(10, &sparse));
