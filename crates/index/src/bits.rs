@@ -5,12 +5,12 @@
 use roaring::RoaringBitmap;
 
 /// Whether `small`'s members are better looked up one by one in `big` than the two
-/// sets intersected. Roaring intersects container by container: an array container
-/// with another array by walking both (the larger one's length is the cost), anything
-/// with a bitmap container by testing each array member's bit — no more than a lookup
-/// costs without its search for the container. So only `big`'s members in array
-/// containers can make an intersection dear (a lookup costs about what walking a few
-/// dozen members does); a dense `big`, all bitmap containers, is always intersected.
+/// sets intersected. Roaring intersects container by container: two arrays by walking
+/// both (the larger one's length is the cost), an array and a bitmap by testing each
+/// array member's bit — a lookup without its search for the container — and two
+/// bitmaps word by word. So only `big`'s members in array containers can make an
+/// intersection dear (a lookup costs about what walking a few dozen members does); a
+/// dense `big`, all bitmap containers, is always intersected.
 pub(crate) fn lookups_pay(small: u64, big: &RoaringBitmap) -> bool {
     small.saturating_mul(24) < u64::from(big.statistics().n_values_array_containers)
 }

@@ -542,7 +542,8 @@ impl TextMatcher {
             tf[at] = tf[at].saturating_add(1);
         };
         // Each source's documents among `docs`, by their place in `list`: looked up one
-        // by one in a much larger source, else intersected and placed by walking `list`
+        // by one where that is cheaper (`lookups_pay`: a large source of array
+        // containers), else intersected and placed by walking `list`
         // alongside (a roaring `rank` per document counted a dense container's words).
         for (slot, b) in &g.sources {
             let slot = *slot;
