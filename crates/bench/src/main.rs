@@ -187,6 +187,24 @@ impl Engine {
         Ok((status, lines))
     }
 
+    /// Resident memory and, after it, how much of it is in transparent huge pages
+    /// (`AnonHugePages`; a restarted engine holds nearly all of its index in them, a
+    /// bulk-loaded one far less, and the difference is part of its slower requests).
+    fn memory(&self) -> String {
+        let huge = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("AnonHugePages:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            });
+        let rss = self.rss_bytes() as f64 / 1e6;
+        match huge {
+            Some(kb) => format!("{rss:.0} MB ({:.0} MB in huge pages)", kb as f64 / 1e3),
+            None => format!("{rss:.0} MB"),
+        }
+    }
+
     fn rss_bytes(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
@@ -406,7 +424,7 @@ fn main() -> anyhow::Result<()> {
     );
     row(
         "resident memory after the bulk load",
-        format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6),
+        engine.memory(),
         "<= 1,200 MB",
     );
     // the columns of every chunk are built in the background after the 201 (~1 s at
@@ -414,7 +432,7 @@ fn main() -> anyhow::Result<()> {
     std::thread::sleep(std::time::Duration::from_secs(5));
     row(
         "resident memory 5 s after the bulk load (columns built)",
-        format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6),
+        engine.memory(),
         "<= 1,200 MB",
     );
 
@@ -521,7 +539,7 @@ fn main() -> anyhow::Result<()> {
     }
     row(
         "resident memory after queries and export",
-        format!("{:.0} MB", engine.rss_bytes() as f64 / 1e6),
+        engine.memory(),
         "<= 1,200 MB",
     );
 
