@@ -152,6 +152,19 @@ pub(crate) struct ChunkCols {
     /// Each document's `Doc::id_key` (0 for an empty slot): ordering ties between
     /// results read these instead of every row.
     id_keys: Arc<[u64]>,
+    /// The smallest `Doc::id_key` of the documents it holds (`u64::MAX` when none): a
+    /// first page by id skips the chunk by it (`Chunk::min_id_key`).
+    pub(crate) min_id_key: u64,
+}
+
+/// The smallest of `id_keys` at the slots of `docs` that hold a document.
+fn min_held(docs: &Slots, id_keys: &[u64]) -> u64 {
+    docs.iter()
+        .zip(id_keys)
+        .filter(|(d, _)| d.is_some())
+        .map(|(_, &k)| k)
+        .min()
+        .unwrap_or(u64::MAX)
 }
 
 #[inline(always)]
@@ -390,15 +403,17 @@ impl ChunkCols {
             col.update(&dim.kind, di, docs, &all);
             Some(Arc::new(col))
         });
+        let id_keys: Arc<[u64]> = docs
+            .iter()
+            .map(|d| d.as_ref().map_or(0, |d| d.id_key()))
+            .collect();
         ChunkCols {
             dims: cols.collect(),
             keys: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             segments: dims.dims.iter().map(|_| OnceLock::new()).collect(),
             live: docs.iter().flatten().count() as u32,
-            id_keys: docs
-                .iter()
-                .map(|d| d.as_ref().map_or(0, |d| d.id_key()))
-                .collect(),
+            min_id_key: min_held(docs, &id_keys),
+            id_keys,
         }
     }
 
@@ -472,6 +487,7 @@ impl ChunkCols {
             keys,
             segments,
             live: docs.iter().flatten().count() as u32,
+            min_id_key: min_held(docs, &id_keys),
             id_keys,
         }
     }
