@@ -187,34 +187,23 @@ impl Engine {
         Ok((status, lines))
     }
 
+    /// Field `field` of `/proc/<engine>/<file>`, a count of KiB (`None`: not there).
+    fn proc_kib(&self, file: &str, field: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{}/{file}", self.child.id())).ok()?;
+        let line = text.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
     /// Resident memory and, after it, how much of it is in transparent huge pages
     /// (`AnonHugePages`; a restarted engine holds nearly all of its index in them, a
     /// bulk-loaded one far less, and the difference is part of its slower requests).
     fn memory(&self) -> String {
-        let huge = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("AnonHugePages:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            });
-        let rss = self.rss_bytes() as f64 / 1e6;
-        match huge {
-            Some(kb) => format!("{rss:.0} MB ({:.0} MB in huge pages)", kb as f64 / 1e3),
+        let mb = |kib: u64| kib as f64 * 1024.0 / 1e6;
+        let rss = mb(self.proc_kib("status", "VmRSS:").unwrap_or(0));
+        match self.proc_kib("smaps_rollup", "AnonHugePages:") {
+            Some(huge) => format!("{rss:.0} MB ({:.0} MB in huge pages)", mb(huge)),
             None => format!("{rss:.0} MB"),
         }
-    }
-
-    fn rss_bytes(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            })
-            .map(|kb| kb * 1024)
-            .unwrap_or(0)
     }
 
     fn stop(mut self) {
