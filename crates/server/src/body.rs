@@ -180,21 +180,26 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) async fn in_place<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    let failed = |e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e);
+    let error = |e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e);
+    // one message for a panic on either path, naming what it said
+    let panicked = |panic: Box<dyn std::any::Any + Send>| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        error(format!("the request's computation failed: {why}"))
+    };
     if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
         tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
-            .map_err(|panic| {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                failed(format!("the request's computation failed: {why}"))
-            })
+            .map_err(panicked)
     } else {
         tokio::task::spawn_blocking(f)
             .await
-            .map_err(|e| failed(e.to_string()))
+            .map_err(|e| match e.try_into_panic() {
+                Ok(panic) => panicked(panic),
+                Err(e) => error(e.to_string()),
+            })
     }
 }
 
@@ -275,10 +280,9 @@ mod tests {
         let failed = in_place(|| -> u8 { panic!("a failing computation") }).await;
         let failed = failed.unwrap_err();
         assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
-        assert!(
-            failed.message.contains("a failing computation"),
-            "{}",
-            failed.message
+        assert_eq!(
+            failed.message,
+            "the request's computation failed: a failing computation"
         );
     }
 
