@@ -845,9 +845,11 @@ impl Engine {
         g.dimensions
             .store(snap.dims.dims.len() as u64, Ordering::Relaxed);
         g.items.store(snap.len() as u64, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let bytes = snap.estimated_bytes_parts();
         g.index_bytes.store(bytes.total() as u64, Ordering::Relaxed);
         tracing::debug!(
+            us = started.elapsed().as_micros() as u64,
             documents_mb = bytes.documents >> 20,
             columns_mb = bytes.columns >> 20,
             postings_mb = bytes.postings >> 20,
