@@ -648,18 +648,37 @@ impl Snapshot {
         self.chunks.iter().flat_map(|c| c.docs.iter().flatten())
     }
 
-    /// Rough bytes held by the index (for metrics): the documents measured in up to
-    /// 8,192 slots spread evenly over the index and scaled to all of them, so that a
-    /// refresh at a million items costs milliseconds, not seconds.
+    /// Rough bytes held by the index (for metrics): the documents from a sample
+    /// (`rows_bytes_sampled`), so that a refresh at a million items costs milliseconds,
+    /// not seconds.
     pub fn estimated_bytes(&self) -> usize {
         self.estimated_bytes_parts().total()
     }
 
     /// `estimated_bytes` part by part.
     pub fn estimated_bytes_parts(&self) -> IndexBytes {
+        let Some(rows) = self.rows_bytes_sampled() else {
+            return IndexBytes::default();
+        };
+        let slot_bytes = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Doc>>();
+        let vocab: usize = self.vocab.iter().flatten().map(|v| v.bytes()).sum();
+        IndexBytes {
+            documents: slot_bytes + vocab + rows,
+            columns: (self.chunks.iter())
+                .filter_map(|c| c.cols.get())
+                .map(ChunkCols::bytes)
+                .sum(),
+            postings: self.postings.iter().flatten().map(|p| p.bytes()).sum(),
+            dictionaries: self.terms.iter().flatten().map(|t| t.bytes()).sum(),
+        }
+    }
+
+    /// The live documents' own bytes (`doc_bytes`), measured in up to 8,192 slots spread
+    /// evenly over the index and scaled to all of them; `None` when the sample holds none.
+    fn rows_bytes_sampled(&self) -> Option<usize> {
         const SAMPLE: usize = 8192;
-        // every stride-th document slot, reached by its number (stepping through the
-        // live documents visited every slot on the way: ~1M at 1M items)
+        // every stride-th slot, reached by its number (stepping through the live
+        // documents visited every slot on the way: ~1M at 1M items)
         let slots = self.chunks.len() * CHUNK;
         let stride = (slots / SAMPLE).max(1);
         let (mut sampled, mut bytes) = (0usize, 0usize);
@@ -669,20 +688,7 @@ impl Snapshot {
                 bytes += Self::doc_bytes(d);
             }
         }
-        if sampled == 0 {
-            return IndexBytes::default();
-        }
-        let slot_bytes = slots * std::mem::size_of::<Option<Doc>>();
-        let vocab: usize = self.vocab.iter().flatten().map(|v| v.bytes()).sum();
-        IndexBytes {
-            documents: slot_bytes + vocab + bytes / sampled * self.live,
-            columns: (self.chunks.iter())
-                .filter_map(|c| c.cols.get())
-                .map(ChunkCols::bytes)
-                .sum(),
-            postings: self.postings.iter().flatten().map(|p| p.bytes()).sum(),
-            dictionaries: self.terms.iter().flatten().map(|t| t.bytes()).sum(),
-        }
+        (sampled > 0).then(|| bytes / sampled * self.live)
     }
 
     fn doc_bytes(d: &Doc) -> usize {
@@ -1333,9 +1339,7 @@ mod tests {
         }
         let s = b.commit();
         let exact: usize = s.docs().map(Snapshot::doc_bytes).sum();
-        let slots = s.chunks.len() * CHUNK * std::mem::size_of::<Option<Doc>>();
-        let vocab: usize = s.vocab.iter().flatten().map(|v| v.bytes()).sum();
-        let estimate = s.estimated_bytes_parts().documents - slots - vocab;
+        let estimate = s.rows_bytes_sampled().expect("documents sampled");
         let off = estimate.abs_diff(exact) as f64 / exact as f64;
         assert!(off < 0.02, "estimate {estimate}, exact {exact}");
     }
