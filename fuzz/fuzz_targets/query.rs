@@ -93,6 +93,13 @@ fuzz_target!(|data: &[u8]| {
     sort_hits(snap, &mut all.hits, &q.sort, None);
     let ids = |hits: &[discern_index::Hit]| hits.iter().map(|h| h.doc).collect::<Vec<u32>>();
     assert_eq!(ids(&page), ids(&all.hits[..page_end.min(all.hits.len())]));
+    // and the page evaluated alone in that order (a response with sortBy, no groups)
+    if !q.sort.is_empty() {
+        let want = Want::TopBy { k: page_end, keys: &q.sort, matched: false };
+        let by = evaluate(snap, &mut q.criteria, &filter, want);
+        assert_eq!((by.total, by.exact_count), (all.total, all.exact_count));
+        assert_eq!(ids(&by.hits), ids(&page));
+    }
     let _ = compute_facets(snap, &matched, &q.facets);
     if let Some(dd) = &q.drill_down {
         let _ = compute_drill_down(snap, &matched, dd);

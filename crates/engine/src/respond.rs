@@ -110,12 +110,18 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
     // drillDown need every result's doc number, not its place.
     let counts = !q.facets.is_empty() || q.drill_down.is_some();
     let page_end = q.start.saturating_add(q.page_size);
-    let want = match (q.sort.is_empty() && q.group_by.is_none(), counts) {
-        (true, false) => Want::Top(page_end),
-        (true, true) => Want::TopAndMatched(page_end),
-        // sort_hits orders them, the default order breaking ties
-        (false, _) if !q.sort.is_empty() => Want::All,
-        (false, _) => Want::Sorted,
+    let want = match (q.sort.is_empty(), q.group_by.is_none(), counts) {
+        (true, true, false) => Want::Top(page_end),
+        (true, true, true) => Want::TopAndMatched(page_end),
+        // only the page's hits, in the sortBy order
+        (false, true, _) => Want::TopBy {
+            k: page_end,
+            keys: &q.sort,
+            matched: counts,
+        },
+        // groups: every result, which sort_hits orders (the default order breaking ties)
+        (false, false, _) => Want::All,
+        (true, false, _) => Want::Sorted,
     };
     let mut results = evaluate(&snap, &mut q.criteria, &filter, want);
     let matched = match results.matched.take() {
@@ -123,9 +129,9 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
         None if counts => Matched::of_hits(&results.hits),
         None => Matched::default(),
     };
-    // without groups, only the page's hits are needed in order
-    let keep = q.group_by.is_none().then_some(page_end);
-    sort_hits(&snap, &mut results.hits, &q.sort, keep);
+    if q.group_by.is_some() {
+        sort_hits(&snap, &mut results.hits, &q.sort, None);
+    }
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let mut dims = Vec::new();
     criteria_dims(&q.criteria, &mut dims);

@@ -16,6 +16,7 @@ use crate::exact::{exact_results, from_set};
 use crate::kernels::{ChunkScores, ChunkView};
 use crate::ranked::ranked_results;
 use crate::reach::reached_results;
+use crate::sort::{SortKey, SortTop};
 use crate::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -91,13 +92,13 @@ impl Matched {
 
 /// `Matched` while a scan collects it: doc numbers in the order they come.
 #[derive(Default)]
-struct MatchedDocs {
+pub(crate) struct MatchedDocs {
     exact: Vec<u32>,
     other: Vec<u32>,
 }
 
 impl MatchedDocs {
-    fn push(&mut self, doc: u32, exact: bool) {
+    pub(crate) fn push(&mut self, doc: u32, exact: bool) {
         if exact {
             self.exact.push(doc)
         } else {
@@ -105,12 +106,12 @@ impl MatchedDocs {
         }
     }
 
-    fn append(&mut self, mut other: MatchedDocs) {
+    pub(crate) fn append(&mut self, mut other: MatchedDocs) {
         self.exact.append(&mut other.exact);
         self.other.append(&mut other.other);
     }
 
-    fn into_matched(mut self) -> Matched {
+    pub(crate) fn into_matched(mut self) -> Matched {
         // (parts come in doc order: nearly sorted already)
         self.exact.sort_unstable();
         self.other.sort_unstable();
@@ -124,7 +125,7 @@ impl MatchedDocs {
 
 /// What `evaluate` returns.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Want {
+pub enum Want<'s> {
     /// Every result, unordered.
     All,
     /// Every result, in the default order.
@@ -133,16 +134,25 @@ pub enum Want {
     Top(usize),
     /// As `Top`, and every result's doc number (`Results::matched`).
     TopAndMatched(usize),
+    /// The first `k` results in the order of `keys` (`sort_hits`'s, the default order
+    /// breaking ties), and the counts; with `matched`, every result's doc number. Only
+    /// the page's hits are made: a `sortBy` over half a million results made them all
+    /// (cloning every id) to keep twenty.
+    TopBy {
+        k: usize,
+        keys: &'s [SortKey],
+        matched: bool,
+    },
 }
 
-impl Want {
+impl Want<'_> {
     /// The page's length and whether every result's doc number is wanted, for the
-    /// top-k forms.
+    /// top-k forms in the default order.
     pub(crate) fn top(self) -> Option<(usize, bool)> {
         match self {
             Want::Top(k) => Some((k, false)),
             Want::TopAndMatched(k) => Some((k, true)),
-            Want::All | Want::Sorted => None,
+            Want::All | Want::Sorted | Want::TopBy { .. } => None,
         }
     }
 }
@@ -224,8 +234,9 @@ impl TopK {
             Ordering::Less => true,
             Ordering::Greater => false,
             Ordering::Equal => {
-                order_parts((exact, r, id_key, &doc.id), (w.exact, w.r, w.id_key, &w.id))
-                    == Ordering::Less
+                order_parts((exact, r, id_key), (w.exact, w.r, w.id_key), || {
+                    (&doc.id, &w.id)
+                }) == Ordering::Less
             }
         };
         if better {
@@ -641,7 +652,7 @@ pub fn evaluate(
     snap: &Snapshot,
     criteria: &mut [Criterion],
     filter: &Filter<'_>,
-    want: Want,
+    want: Want<'_>,
 ) -> Results {
     let mut scales = vec![0.0; snap.dims.len()];
     prepare(criteria, snap, &mut scales, false);
@@ -682,6 +693,12 @@ pub fn evaluate(
     if let Some((k, collect)) = want.top() {
         let top = scan(snap, candidates.as_deref(), frozen, &ctx, filter, || {
             TopK::new(k, collect)
+        });
+        return top.into_results(ctx);
+    }
+    if let Want::TopBy { k, keys, matched } = want {
+        let top = scan(snap, candidates.as_deref(), frozen, &ctx, filter, || {
+            SortTop::new(snap, keys, k, matched)
         });
         return top.into_results(ctx);
     }
@@ -759,17 +776,26 @@ pub(crate) fn reference_hits(
 
 /// Exact first, then relevance descending, then id ascending.
 pub fn default_order(a: &Hit, b: &Hit) -> Ordering {
-    order_parts(
-        (a.exact, a.r, a.id_key, &a.id),
-        (b.exact, b.r, b.id_key, &b.id),
-    )
+    order_parts((a.exact, a.r, a.id_key), (b.exact, b.r, b.id_key), || {
+        (&a.id, &b.id)
+    })
 }
 
-fn order_parts(a: (bool, f64, u64, &str), b: (bool, f64, u64, &str)) -> Ordering {
+/// The default order of two results by their parts: exactness, relevance, id key, then
+/// — only when all those tie — their ids (`ids`: reaching a document's id reads its
+/// row, a cache miss per document a scan offers).
+pub(crate) fn order_parts<'i>(
+    a: (bool, f64, u64),
+    b: (bool, f64, u64),
+    ids: impl FnOnce() -> (&'i str, &'i str),
+) -> Ordering {
     b.0.cmp(&a.0)
         .then_with(|| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal))
         .then_with(|| a.2.cmp(&b.2))
-        .then_with(|| a.3.as_bytes().cmp(b.3.as_bytes()))
+        .then_with(|| {
+            let (a, b) = ids();
+            a.as_bytes().cmp(b.as_bytes())
+        })
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, Weighted
 use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
 use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
 use crate::postings::{key_cell, union, DimPostings, PostingRef, CELL_DEG, NUMERIC_MANTISSA_BITS};
+use crate::sort::SortTop;
 use crate::{Doc, Snapshot};
 use discern_dimensions::{DimensionKind, Interval};
 
@@ -604,7 +605,7 @@ pub(crate) fn from_set(
     set: &RoaringBitmap,
     r: f64,
     filter: &Filter<'_>,
-    want: Want,
+    want: Want<'_>,
     ctx: EvalCtx,
 ) -> Results {
     let (k, collect) = match want {
@@ -625,6 +626,12 @@ pub(crate) fn from_set(
         }
         Want::Top(k) => (k, false),
         Want::TopAndMatched(k) => (k, true),
+        Want::TopBy { k, keys, matched } => {
+            return scan_set(snap, set, r, filter, || {
+                SortTop::new(snap, keys, k, matched)
+            })
+            .into_results(ctx);
+        }
         Want::All | Want::Sorted => {
             let mut hits: Vec<Hit> = scan_set(snap, set, r, filter, Vec::new);
             if want == Want::Sorted {

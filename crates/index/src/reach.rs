@@ -60,7 +60,7 @@ pub(crate) fn reached_results(
     criteria: &[Criterion],
     ctx: &EvalCtx,
     filter: &Filter<'_>,
-    want: Want,
+    want: Want<'_>,
 ) -> Option<Results> {
     let (k, collect) = want.top()?;
     if k == 0 || !filter.admits_all() || filter.exact_only {

@@ -95,7 +95,7 @@ pub(crate) fn ranked_results(
     criteria: &mut [Criterion],
     ctx: &EvalCtx,
     filter: &Filter<'_>,
-    want: Want,
+    want: Want<'_>,
 ) -> Option<Results> {
     let (k, collect) = want.top()?;
     if !filter.admits_all() {
