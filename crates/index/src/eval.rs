@@ -30,11 +30,13 @@ pub struct Hit {
 }
 
 impl Hit {
+    /// A hit whose id key is read from the document's row (the reference scan's).
+    #[cfg(test)]
     pub(crate) fn new(n: u32, doc: &crate::Doc, exact: bool, r: f64) -> Hit {
         Hit::keyed(n, doc, doc.id_key(), exact, r)
     }
 
-    /// `new` with the document's `id_key` as its chunk's column gives it.
+    /// A hit of document `n`, with its `id_key` as its chunk's column gives it.
     pub(crate) fn keyed(n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) -> Hit {
         debug_assert_eq!(id_key, doc.id_key());
         Hit {

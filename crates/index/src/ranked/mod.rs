@@ -20,7 +20,7 @@ mod tests;
 use bounds::Bounds;
 
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
-use crate::eval::{default_order, Filter, Hit, Matched, Results, Want};
+use crate::eval::{Filter, Hit, Matched, Results, TopK, Want};
 use crate::exact::{exact_intersection, others_score_zero};
 use crate::text::{grade, Gathered, Scored, TextMatcher};
 use crate::Snapshot;
@@ -242,12 +242,19 @@ fn find(
         let last = ranked[k - 1].0;
         ranked.retain(|(r, _, _)| *r >= last);
     }
-    let mut hits: Vec<Hit> = Vec::with_capacity(ranked.len());
+    // the page among them in the default order, each made a hit only when kept: the
+    // documents tied with the k-th can be tens of thousands (a name's common word, its
+    // field lengths ignored), and making each a hit read its row and copied its id
+    let mut top = TopK::new(k, false);
     for &(r, d, _) in &ranked {
-        hits.push(Hit::new(d, snap.doc(d)?, true, r));
+        let doc = snap.doc(d)?;
+        let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
+        let id_key = snap
+            .built_chunk_cols(c)
+            .map_or_else(|| doc.id_key(), |cols| cols.id_key(i));
+        top.offer(d, doc, id_key, true, r);
     }
-    hits.sort_unstable_by(default_order);
-    hits.truncate(k);
+    let hits = top.into_hits();
     // a document not scored has a score below `theta`, so a relevance at most this: the
     // page's last must be above it (equal roundings would need their ids compared)
     let outside = relevance(&Scored {
