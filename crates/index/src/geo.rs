@@ -33,7 +33,7 @@ pub fn haversine(lat1: f64, lon1: f64, lat2: f64, lon2: f64, unit: Unit) -> f64 
 
 /// A point with its latitude in radians and that latitude's cosine, computed once for
 /// the many distances it takes part in.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GeoPoint {
     pub lon: f64,
     pub phi: f64,

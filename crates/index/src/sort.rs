@@ -10,7 +10,7 @@ use serde_json::Value as J;
 
 use crate::columns::ColValue;
 use crate::eval::{default_order, order_parts, Hit, MatchedDocs, Results, Sink};
-use crate::geo::{haversine, haversine_pre, GeoPoint, Unit};
+use crate::geo::{haversine_pre, GeoPoint, Unit};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::{Snapshot, CHUNK};
 
@@ -32,7 +32,9 @@ pub enum SortKey {
     Dimension {
         dim: usize,
         reverse: bool,
-        from: Option<(f64, f64, Unit)>,
+        /// A geoloc dimension's point to measure from (its cosine computed once per
+        /// request, not per document), and the distance's unit.
+        from: Option<(GeoPoint, Unit)>,
     },
 }
 
@@ -102,11 +104,9 @@ pub fn parse_sort(v: &J, dims: &Dimensions) -> Result<Vec<SortKey>> {
                 Some(u) => Unit::parse(as_str(u, &format!("{path}.distanceUnit"))?)
                     .ok_or_else(|| bad(&format!("{path}.distanceUnit"), "expected miles or km"))?,
             };
-            Some((
-                as_f64(lat, &format!("{path}.latitude"))?,
-                as_f64(lon, &format!("{path}.longitude"))?,
-                unit,
-            ))
+            let lat = as_f64(lat, &format!("{path}.latitude"))?;
+            let lon = as_f64(lon, &format!("{path}.longitude"))?;
+            Some((GeoPoint::new(lat, lon), unit))
         } else {
             None
         };
@@ -138,7 +138,7 @@ fn key_value(
     doc: u32,
     dim: usize,
     descending: bool,
-    from: Option<(f64, f64, Unit)>,
+    from: Option<(GeoPoint, Unit)>,
 ) -> Option<KeyVal> {
     match column_key(snap, doc, dim, from) {
         Some(k) => k,
@@ -152,16 +152,16 @@ fn column_key(
     snap: &Snapshot,
     doc: u32,
     dim: usize,
-    from: Option<(f64, f64, Unit)>,
+    from: Option<(GeoPoint, Unit)>,
 ) -> Option<Option<KeyVal>> {
     let (c, i) = (doc as usize / CHUNK, doc as usize % CHUNK);
     Some(match snap.chunk_cols(c)?.get(dim, i)? {
         ColValue::Num(x) => x.map(KeyVal::Num),
         ColValue::Elem(e) => e.map(|e| KeyVal::Num(e as f64)),
         ColValue::Point(p) => {
-            let (lat, lon, unit) = from?;
+            let (from, unit) = from?;
             // bit for bit the row's haversine: the column holds GeoPoint::new(lat, lon)
-            p.map(|(_, p)| haversine_pre(&GeoPoint::new(lat, lon), &p, unit))
+            p.map(|(_, p)| haversine_pre(&from, &p, unit))
                 .filter(|d| !d.is_nan())
                 .map(KeyVal::Num)
         }
@@ -175,7 +175,7 @@ fn row_key(
     doc: u32,
     dim: usize,
     descending: bool,
-    from: Option<(f64, f64, Unit)>,
+    from: Option<(GeoPoint, Unit)>,
 ) -> Option<KeyVal> {
     // (text as its words: `shown_value` turns a document's token numbers back)
     let shown = snap.shown_value(doc, dim)?;
@@ -195,8 +195,10 @@ fn row_key(
         | IndexedValue::Doubles(_) => pick(&mut v.numbers()).map(KeyVal::Num),
         IndexedValue::Elements(es) => pick(&mut es.iter().map(|e| *e as f64)).map(KeyVal::Num),
         IndexedValue::Points(ps) => {
-            let (lat, lon, unit) = from?;
-            pick(&mut ps.iter().map(|(a, b)| haversine(lat, lon, *a, *b, unit))).map(KeyVal::Num)
+            let (from, unit) = from?;
+            // (`haversine` on the same points, bit for bit)
+            let d = |&(a, b): &(f64, f64)| haversine_pre(&from, &GeoPoint::new(a, b), unit);
+            pick(&mut ps.iter().map(d)).map(KeyVal::Num)
         }
         IndexedValue::Strings(s) => {
             let mut it = s.iter();
@@ -690,7 +692,7 @@ mod tests {
             // a column gives what the row gives, to the bit
             let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
             let r = evaluate(&snap, &mut q.criteria, &filter, Want::All);
-            let from = Some((40.0, -75.0, Unit::Miles));
+            let from = Some((GeoPoint::new(40.0, -75.0), Unit::Miles));
             for h in &r.hits {
                 for dim in 0..snap.dims.len() {
                     if let Some(col) = column_key(&snap, h.doc, dim, from) {
