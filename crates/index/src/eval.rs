@@ -94,13 +94,13 @@ impl Matched {
 
 /// `Matched` while a scan collects it: doc numbers in the order they come.
 #[derive(Default)]
-pub(crate) struct MatchedDocs {
+struct MatchedDocs {
     exact: Vec<u32>,
     other: Vec<u32>,
 }
 
 impl MatchedDocs {
-    pub(crate) fn push(&mut self, doc: u32, exact: bool) {
+    fn push(&mut self, doc: u32, exact: bool) {
         if exact {
             self.exact.push(doc)
         } else {
@@ -108,12 +108,12 @@ impl MatchedDocs {
         }
     }
 
-    pub(crate) fn append(&mut self, mut other: MatchedDocs) {
+    fn append(&mut self, mut other: MatchedDocs) {
         self.exact.append(&mut other.exact);
         self.other.append(&mut other.other);
     }
 
-    pub(crate) fn into_matched(mut self) -> Matched {
+    fn into_matched(mut self) -> Matched {
         // (parts come in doc order: nearly sorted already)
         self.exact.sort_unstable();
         self.other.sort_unstable();
@@ -159,15 +159,59 @@ impl Want<'_> {
     }
 }
 
+/// What a page sink counts of every result offered, kept or not: the results, the
+/// exact ones and, when asked for, every result's doc number (`Results::matched`).
+pub(crate) struct Tally {
+    total: usize,
+    exact: usize,
+    matched: Option<MatchedDocs>,
+}
+
+impl Tally {
+    pub(crate) fn new(matched: bool) -> Tally {
+        Tally {
+            total: 0,
+            exact: 0,
+            matched: matched.then(MatchedDocs::default),
+        }
+    }
+
+    pub(crate) fn add(&mut self, n: u32, exact: bool) {
+        self.total += 1;
+        self.exact += exact as usize;
+        if let Some(m) = &mut self.matched {
+            m.push(n, exact);
+        }
+    }
+
+    /// Another scan's counts (of other documents).
+    pub(crate) fn absorb(&mut self, other: Tally) {
+        self.total += other.total;
+        self.exact += other.exact;
+        if let (Some(m), Some(o)) = (&mut self.matched, other.matched) {
+            m.append(o);
+        }
+    }
+
+    /// `hits`, the page in order, with these counts.
+    pub(crate) fn into_results(self, hits: Vec<Hit>, ctx: EvalCtx) -> Results {
+        Results {
+            hits,
+            total: self.total,
+            exact_count: self.exact,
+            matched: self.matched.map(MatchedDocs::into_matched),
+            ctx,
+        }
+    }
+}
+
 /// The best `k` hits seen so far (a max-heap whose top is the worst kept), and counts.
 pub(crate) struct TopK {
     k: usize,
     /// What a result must beat, known beforehand (`above`).
     floor: Option<(bool, f64)>,
     heap: BinaryHeap<Ranked>,
-    total: usize,
-    exact: usize,
-    matched: Option<MatchedDocs>,
+    tally: Tally,
 }
 
 struct Ranked(Hit);
@@ -195,9 +239,7 @@ impl TopK {
             k,
             floor: None,
             heap: BinaryHeap::with_capacity(k.min(4096) + 1),
-            total: 0,
-            exact: 0,
-            matched: collect.then(MatchedDocs::default),
+            tally: Tally::new(collect),
         }
     }
 
@@ -214,11 +256,7 @@ impl TopK {
     /// `id_key`: the document's, from its chunk's column (its row is read only when
     /// it is kept, or ties on that key).
     pub(crate) fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
-        self.total += 1;
-        self.exact += exact as usize;
-        if let Some(m) = &mut self.matched {
-            m.push(n, exact);
-        }
+        self.tally.add(n, exact);
         if self.heap.len() < self.k {
             self.heap.push(Ranked(Hit::keyed(n, doc, id_key, exact, r)));
             return;
@@ -250,11 +288,7 @@ impl TopK {
     /// Both scans' results: the best `k` of them all, and every count (the documents
     /// each scanned are apart).
     pub(crate) fn merge(mut self, other: TopK) -> TopK {
-        self.total += other.total;
-        self.exact += other.exact;
-        if let (Some(m), Some(o)) = (&mut self.matched, other.matched) {
-            m.append(o);
-        }
+        self.tally.absorb(other.tally);
         for h in other.heap {
             self.offer_hit(h.0);
         }
@@ -268,22 +302,19 @@ impl TopK {
     }
 
     /// The hits kept, in order, and the counts.
-    pub(crate) fn into_results(mut self, ctx: EvalCtx) -> Results {
-        let matched = self.matched.take().map(MatchedDocs::into_matched);
-        let (total, exact_count) = (self.total, self.exact);
-        Results {
-            hits: self.into_hits(),
-            total,
-            exact_count,
-            matched,
-            ctx,
-        }
+    pub(crate) fn into_results(self, ctx: EvalCtx) -> Results {
+        let (hits, tally) = self.into_parts();
+        tally.into_results(hits, ctx)
     }
 
     /// The hits kept, in order.
     pub(crate) fn into_hits(self) -> Vec<Hit> {
+        self.into_parts().0
+    }
+
+    fn into_parts(self) -> (Vec<Hit>, Tally) {
         let sorted = self.heap.into_sorted_vec();
-        sorted.into_iter().map(|r| r.0).collect()
+        (sorted.into_iter().map(|r| r.0).collect(), self.tally)
     }
 
     fn offer_hit(&mut self, h: Hit) {
@@ -474,10 +505,7 @@ impl Sink for TopK {
         stronger(self.heap.peek().map(|w| (w.0.exact, w.0.r)), self.floor)
     }
     fn count(&mut self, n: u32) {
-        self.total += 1;
-        if let Some(m) = &mut self.matched {
-            m.push(n, false);
-        }
+        self.tally.add(n, false);
     }
 }
 

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde_json::Value as J;
 
 use crate::columns::ColValue;
-use crate::eval::{default_order, order_parts, Hit, MatchedDocs, Results, Sink};
+use crate::eval::{default_order, order_parts, Hit, Results, Sink, Tally};
 use crate::geo::{haversine_pre, GeoPoint, Unit};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::{Snapshot, CHUNK};
@@ -353,9 +353,7 @@ pub(crate) struct SortTop<'s> {
     keys: &'s [SortKey],
     k: usize,
     heap: BinaryHeap<Kept<'s>>,
-    total: usize,
-    exact: usize,
-    matched: Option<MatchedDocs>,
+    tally: Tally,
     /// The offered result's key values found so far; its buffer serves offer after
     /// offer until a result is kept.
     scratch: Vec<Option<KeyVal>>,
@@ -368,9 +366,7 @@ impl<'s> SortTop<'s> {
             keys,
             k,
             heap: BinaryHeap::with_capacity(k.min(4096) + 1),
-            total: 0,
-            exact: 0,
-            matched: matched.then(MatchedDocs::default),
+            tally: Tally::new(matched),
             scratch: Vec::new(),
         }
     }
@@ -383,29 +379,14 @@ impl<'s> SortTop<'s> {
     }
 
     pub(crate) fn into_results(self, ctx: crate::criteria::EvalCtx) -> Results {
-        let hits = self
-            .heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|k| k.hit)
-            .collect();
-        Results {
-            hits,
-            total: self.total,
-            exact_count: self.exact,
-            matched: self.matched.map(MatchedDocs::into_matched),
-            ctx,
-        }
+        let hits = self.heap.into_sorted_vec().into_iter().map(|k| k.hit);
+        self.tally.into_results(hits.collect(), ctx)
     }
 }
 
 impl Sink for SortTop<'_> {
     fn offer(&mut self, n: u32, doc: &crate::Doc, id_key: u64, exact: bool, r: f64) {
-        self.total += 1;
-        self.exact += exact as usize;
-        if let Some(m) = &mut self.matched {
-            m.push(n, exact);
-        }
+        self.tally.add(n, exact);
         if self.k == 0 {
             return;
         }
@@ -444,11 +425,7 @@ impl Sink for SortTop<'_> {
     }
 
     fn merge(mut self, other: Self) -> Self {
-        self.total += other.total;
-        self.exact += other.exact;
-        if let (Some(m), Some(o)) = (&mut self.matched, other.matched) {
-            m.append(o);
-        }
+        self.tally.absorb(other.tally);
         for kept in other.heap {
             let better = self.heap.len() < self.k
                 || self
