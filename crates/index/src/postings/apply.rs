@@ -1,8 +1,9 @@
 //! Changing the postings: an apply records each document's old and new keys
 //! (`PostingsDelta`), resolves them into each set's additions and removals (`Resolved`),
 //! and folds those into a copy of the postings — the spare one snapshot behind when the
-//! writer holds it (`Spare`, `commit`), so that the sets queries may be reading are not
-//! copied on every apply.
+//! writer holds it (`Spare`, `commit`), so that the sets and maps queries may be reading
+//! are not copied on every apply. A large set is not copied even then: its changes are
+//! kept beside it (`Posting::changed`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -281,7 +282,7 @@ struct ResolvedDim {
     field_stats: Vec<(i64, i64)>,
 }
 
-fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringBitmap) {
+pub(super) fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringBitmap) {
     if add.is_empty() && remove.is_empty() {
         return;
     }
@@ -333,8 +334,9 @@ impl Resolved {
     ///
     /// Every level is copied on write (`Arc::make_mut`): a set, a dimension's map or
     /// the list that another holder (a snapshot a query may be reading) shares is
-    /// copied before it changes, and one held only here changes in place. So the
-    /// result is the same either way, and only its cost depends on who else holds it.
+    /// copied before it changes, and one held only here changes in place; a large set
+    /// is never changed, only overlaid (`Posting::changed`). So the result is the same
+    /// either way, and only its cost depends on who else holds it.
     pub(crate) fn apply_to(&self, postings: &mut Postings, live: &mut Arc<RoaringBitmap>) {
         apply_set(live, &self.live.0, &self.live.1);
         if self.dims.iter().all(Option::is_none) {
@@ -358,16 +360,12 @@ impl Resolved {
                     s.1 = (s.1 as i64 + d.1).max(0) as u64;
                 }
                 // the sets are taken out of the map and changed on every core: one
-                // dimension (a text's common words) can hold most of an apply's changes
-                // (a set of one document, held in place, is changed here as a set)
-                let mut taken: Vec<(usize, Arc<RoaringBitmap>)> = Vec::new();
+                // dimension (a text's words) can hold most of an apply's changes
+                let mut taken: Vec<(usize, Option<Posting>)> = Vec::new();
                 let mut fresh = Vec::new();
                 for (i, (k, add, _)) in delta.keys.iter().enumerate() {
                     match p.map.get_mut(k) {
-                        Some(b) => {
-                            let set = std::mem::replace(b, Posting::one(0));
-                            taken.push((i, set.into_shared()));
-                        }
+                        Some(b) => taken.push((i, Some(std::mem::replace(b, Posting::one(0))))),
                         None => {
                             if let Some(added) = Posting::of(add.clone()) {
                                 fresh.push((k.clone(), added));
@@ -378,11 +376,11 @@ impl Resolved {
                 insert_sorted(&mut p.map, fresh);
                 taken.par_iter_mut().for_each(|(i, b)| {
                     let (_, add, remove) = &delta.keys[*i];
-                    apply_set(b, add, remove);
+                    *b = Posting::changed(b.take(), add, remove);
                 });
                 for (i, b) in taken {
                     let k = &delta.keys[i].0;
-                    match Posting::of_shared(b) {
+                    match b {
                         None => {
                             p.map.remove(k);
                         }
@@ -403,11 +401,11 @@ const SPARE_MAX_CHANGES: u64 = 1 << 22;
 
 /// The postings one snapshot behind, kept by the writer with the changes that made the
 /// current snapshot's. The next apply brings this copy up to date and then applies its
-/// own changes to it in place, instead of copying every set it touches out of the
-/// current snapshot, which queries may be reading: the sets that change in every apply
-/// (a common word, a popular value) are large, and copying them was most of an apply's
-/// cost at a million items. A set still shared — with the current snapshot, or with a
-/// snapshot a query holds — is copied on write as before (`Resolved::apply_to`).
+/// own changes to it in place, instead of copying every map path and small set it
+/// touches out of the current snapshot, which queries may be reading (~3,500 sets of a
+/// text dimension's words in a 1,000-item delta). A set or map still shared — with the
+/// current snapshot, or with a snapshot a query holds — is copied on write as before
+/// (`Resolved::apply_to`); a large set is overlaid in either copy (`Posting::changed`).
 pub(crate) struct Spare {
     postings: Postings,
     live: Arc<RoaringBitmap>,
@@ -438,11 +436,11 @@ impl SpareSlot {
 
     /// Waits until no apply has left a spare for `idle`, then drops the spare, and says
     /// whether it dropped one: a burst of applies keeps its spare from one apply to the
-    /// next, and the memory it holds (a copy of every set the recent applies touched,
-    /// ~200 MB after a few 1,000-item deltas at 1M items) is not kept between bursts;
-    /// the first apply after a pause copies what it changes, as one without a spare
-    /// does. Returns at once when another thread already waits (one waiter serves every
-    /// apply), or when there is no spare.
+    /// next, and the memory it holds (a copy of every map path and small set the recent
+    /// applies touched, ~60 MB after ten 1,000-item deltas at 1M items) is not kept
+    /// between bursts; the first apply after a pause copies what it changes, as one
+    /// without a spare does. Returns at once when another thread already waits (one
+    /// waiter serves every apply), or when there is no spare.
     pub fn drop_when_idle(&self, idle: Duration) -> bool {
         if self.0.watched.swap(true, Ordering::AcqRel) {
             return false;

@@ -139,9 +139,9 @@ impl DimPostings {
             .map(|(k, b)| {
                 k.len()
                     + ENTRY
-                    + match b.get() {
-                        PostingRef::One(_) => 0,
-                        PostingRef::Many(b) => 40 + b.serialized_size(),
+                    + match b.set_bytes() {
+                        0 => 0,
+                        n => 40 + n,
                     }
             })
             .sum::<usize>()
