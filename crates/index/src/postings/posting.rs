@@ -501,6 +501,34 @@ mod tests {
         assert_eq!(kept.get().len(), 64);
     }
 
+    /// Requests merging an overlaid set while an apply builds on it (taking its parts or
+    /// its merged set, whichever it finds) all see their own version's documents.
+    #[test]
+    fn merges_and_applies_at_once() {
+        let base: RoaringBitmap = (0..2000).collect();
+        for round in 0..50u32 {
+            let (added, removed) = (
+                RoaringBitmap::from_iter([5000 + round]),
+                RoaringBitmap::from_iter([round]),
+            );
+            let p = Posting::changed(Posting::of(base.clone()), &added, &removed).expect("a set");
+            let want = &(&base | &added) - &removed;
+            let next_want = &want | &RoaringBitmap::from_iter([7000]);
+            std::thread::scope(|s| {
+                for _ in 0..3 {
+                    s.spawn(|| assert_eq!(&*p.get().bitmap(), &want));
+                }
+                s.spawn(|| {
+                    let more = RoaringBitmap::from_iter([7000]);
+                    let next = Posting::changed(Some(p.clone()), &more, &RoaringBitmap::new())
+                        .expect("a set");
+                    assert_eq!(&*next.get().bitmap(), &next_want);
+                });
+            });
+            assert_eq!(&*p.get().bitmap(), &want);
+        }
+    }
+
     #[test]
     fn a_word_per_posting() {
         assert_eq!(std::mem::size_of::<Posting>(), 8);
