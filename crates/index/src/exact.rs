@@ -519,7 +519,7 @@ fn for_each_doc<'s>(
 }
 
 /// A document's `Doc::id_key`, from its chunk's column when there is one.
-fn id_key(doc: &Doc, cols: Option<(&ChunkCols, usize)>) -> u64 {
+pub(crate) fn id_key(doc: &Doc, cols: Option<(&ChunkCols, usize)>) -> u64 {
     cols.map_or_else(|| doc.id_key(), |(cc, i)| cc.id_key(i))
 }
 

@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use roaring::{MultiOps, RoaringBitmap};
 
+use super::apply::apply_set;
+
 pub(crate) struct Posting(NonZeroU64);
 
 const ONE: u64 = 1;
@@ -74,11 +76,10 @@ impl Overlaid {
             let p = parts
                 .as_ref()
                 .expect("the parts are let go only once merged");
-            let mut set = RoaringBitmap::clone(&p.base);
-            set |= &p.add;
-            set -= &p.remove;
+            let mut set = p.base.clone();
+            apply_set(&mut set, &p.add, &p.remove);
             *parts = None;
-            Arc::new(set)
+            set
         })
     }
 
@@ -218,19 +219,10 @@ impl Posting {
         let Some(this) = this else {
             return Posting::of(add - remove);
         };
-        let (base, pending) = match this.into_parts() {
-            Err(doc) => {
-                let mut set = RoaringBitmap::from_iter([doc]);
-                set |= add;
-                set -= remove;
-                return Posting::of(set);
-            }
-            Ok(parts) => parts,
-        };
+        let (mut base, pending) = this.into_parts();
         if base.len() < OVERLAY_MIN && pending.is_none() {
-            let mut set = base;
-            super::apply::apply_set(&mut set, add, remove);
-            return Posting::of_shared(set);
+            apply_set(&mut base, add, remove);
+            return Posting::of_shared(base);
         }
         let (mut plus, mut minus) = pending.unwrap_or_default();
         // Each document's last state: in `add` it is in the set, in `remove` out. The
@@ -244,10 +236,8 @@ impl Posting {
         // So the set holds at least `base.len() - minus.len()` documents: folded in
         // long before that could reach 0.
         if plus.len() + minus.len() > base.len() / FOLD_DIVISOR {
-            let mut set = Arc::unwrap_or_clone(base);
-            set |= &plus;
-            set -= &minus;
-            return Posting::of(set);
+            apply_set(&mut base, &plus, &minus);
+            return Posting::of_shared(base);
         }
         Some(Posting::overlaid(Overlaid {
             parts: Mutex::new(Some(Parts {
@@ -259,22 +249,22 @@ impl Posting {
         }))
     }
 
-    /// The documents as a shared set with the changes not yet merged into it
-    /// (`Err`: one document).
-    fn into_parts(self) -> Result<Split, u32> {
+    /// The documents as a shared set (a set of one is made) with the changes not yet
+    /// merged into it.
+    fn into_parts(self) -> Split {
         let this = std::mem::ManuallyDrop::new(self);
         match this.held() {
-            Held::One(d) => Err(d),
+            Held::One(d) => (Arc::new(RoaringBitmap::from_iter([d])), None),
             // SAFETY: the count this posting held (`shared`) moves to the returned `Arc`,
             // and `self` is not dropped (`ManuallyDrop`), so it is given back only once.
-            Held::Set(p) => Ok((unsafe { Arc::from_raw(p) }, None)),
+            Held::Set(p) => (unsafe { Arc::from_raw(p) }, None),
             Held::Overlaid(p) => {
                 // SAFETY: as above, for the `Arc<Overlaid>` (`overlaid`).
                 let o = unsafe { Arc::from_raw(p) };
-                Ok(match Arc::try_unwrap(o) {
+                match Arc::try_unwrap(o) {
                     Ok(o) => o.into_split(),
                     Err(o) => o.split(),
-                })
+                }
             }
         }
     }
@@ -405,13 +395,7 @@ mod tests {
             prop_assert_eq!(&*p.get().bitmap(), &set);
             prop_assert_eq!(q.get().len(), docs.len() as u64);
             prop_assert!(q.get().iter().eq(docs.iter().copied()));
-            let (shared, pending) = match q.into_parts() {
-                Ok(parts) => parts,
-                Err(doc) => {
-                    prop_assert_eq!(docs.len(), 1);
-                    (Arc::new(RoaringBitmap::from_iter([doc])), None)
-                }
-            };
+            let (shared, pending) = q.into_parts();
             prop_assert!(pending.is_none());
             prop_assert_eq!(&*shared, &set);
             if docs.len() > 1 {
@@ -484,11 +468,11 @@ mod tests {
     #[test]
     fn a_large_set_is_overlaid_not_copied() {
         let kept = Posting::of((0..64).collect()).expect("a set");
-        let (older, _) = kept.clone().into_parts().expect("a set");
+        let (older, _) = kept.clone().into_parts();
         let added = RoaringBitmap::from_iter([100]);
         let changed =
             Posting::changed(Some(kept.clone()), &added, &RoaringBitmap::new()).expect("a set");
-        let (base, pending) = changed.clone().into_parts().expect("a set");
+        let (base, pending) = changed.clone().into_parts();
         assert!(Arc::ptr_eq(&base, &older));
         assert_eq!(pending, Some((added, RoaringBitmap::new())));
         drop(base);
@@ -496,7 +480,7 @@ mod tests {
         assert_eq!(Arc::strong_count(&older), 3);
         assert_eq!(changed.get().len(), 65);
         assert_eq!(Arc::strong_count(&older), 2);
-        let (merged, pending) = changed.clone().into_parts().expect("a set");
+        let (merged, pending) = changed.clone().into_parts();
         assert_eq!((merged.len(), pending), (65, None));
         assert_eq!(kept.get().len(), 64);
     }

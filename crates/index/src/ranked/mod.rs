@@ -21,7 +21,7 @@ use bounds::Bounds;
 
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
 use crate::eval::{Filter, Hit, Matched, Results, TopK, Want};
-use crate::exact::{exact_intersection, others_score_zero};
+use crate::exact::{exact_intersection, id_key, others_score_zero};
 use crate::text::{grade, Gathered, Scored, TextMatcher};
 use crate::Snapshot;
 
@@ -249,9 +249,7 @@ fn find(
     for &(r, d, _) in &ranked {
         let doc = snap.doc(d)?;
         let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
-        let id_key = snap
-            .built_chunk_cols(c)
-            .map_or_else(|| doc.id_key(), |cols| cols.id_key(i));
+        let id_key = id_key(doc, snap.built_chunk_cols(c).map(|cols| (cols, i)));
         top.offer(d, doc, id_key, true, r);
     }
     let hits = top.into_hits();
