@@ -5,11 +5,12 @@ use std::io::{self, BufReader, Read, Write};
 use discern_changeset::{read_changeset, Action, ChangesetWriter, ParseError, RemoveWhat};
 use discern_model::{decode_record, encode_record, Error, Record, Result, Value};
 use md5::{Digest, Md5};
-use redb::{Durability, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
+use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use crate::journal::Entry;
 use crate::log::{LogWriter, Staged};
 use crate::meta::{ChangesetMeta, ChangesetType};
+use crate::prefetch::Prefetch;
 use crate::{db_err, Store, CATALOG, ITEMS};
 
 /// A changeset as another engine's listing describes it.
@@ -177,7 +178,7 @@ impl Store {
             inner: body,
             log: &mut log,
         };
-        let (actions, counts) = apply_items(&txn, ty, tee, on_change)?;
+        let (actions, counts) = apply_items(&self.db, &txn, ty, tee, on_change)?;
         if actions == 0 && ty != ChangesetType::Reset {
             txn.abort().map_err(db_err)?;
             return Ok(ApplyOutcome::Empty);
@@ -328,7 +329,7 @@ impl Store {
         let file = fs::File::open(self.log_path(&meta.id)).map_err(|e| fail(e.to_string()))?;
         let mut body = Md5Reader::new(zstd::stream::read::Decoder::new(file)?);
         if let Some(ty) = entry.semantics {
-            apply_items(&txn, ty, &mut body, &mut |_| Ok(()))?;
+            apply_items(&self.db, &txn, ty, &mut body, &mut |_| Ok(()))?;
         }
         io::copy(&mut body, &mut io::sink())?;
         let (md5, length) = body.finish();
@@ -366,8 +367,10 @@ const ACTION_BATCH: usize = 64;
 /// Applies `body`'s actions to the items in `txn` with `ty`'s item-set semantics,
 /// calling `on_change` with every change: the number of actions and what they did.
 /// The document is parsed on a thread of its own while this one reads and writes the
-/// item store, so that the two halves of an apply overlap.
+/// item store, so that the two halves of an apply overlap; the items the parser hands
+/// over are read ahead meanwhile (`prefetch`).
 fn apply_items(
+    db: &Database,
     txn: &WriteTransaction,
     ty: ChangesetType,
     body: impl Read + Send,
@@ -382,8 +385,15 @@ fn apply_items(
     }
     let mut named: HashSet<String> = HashSet::new();
     let mut scratch = Vec::with_capacity(1024);
+    // (an empty store has no pages to read ahead)
+    let ahead = if items.is_empty().map_err(db_err)? {
+        None
+    } else {
+        Some(Prefetch::new())
+    };
     let (parsed, applied) = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Action>>(16);
+        let reader = ahead.as_ref().and_then(|a| a.start(scope, db));
         let parser = std::thread::Builder::new()
             .name("changeset-parse".into())
             .spawn_scoped(scope, move || {
@@ -392,6 +402,9 @@ fn apply_items(
                     read_changeset(BufReader::with_capacity(256 * 1024, body), |action| {
                         batch.push(action);
                         if batch.len() == ACTION_BATCH {
+                            if let Some(reader) = &reader {
+                                reader.read(&batch);
+                            }
                             let full =
                                 std::mem::replace(&mut batch, Vec::with_capacity(ACTION_BATCH));
                             // the store side stopped (its error is the apply's)
@@ -402,13 +415,21 @@ fn apply_items(
                         Ok::<(), ApplyError>(())
                     });
                 if !batch.is_empty() {
+                    if let Some(reader) = &reader {
+                        reader.read(&batch);
+                    }
                     let _ = tx.send(batch);
                 }
                 summary
             })
             .map_err(|e| Error::Internal(format!("cannot start the changeset parser: {e}")))?;
         let mut applied = Ok(());
+        // where the store side's time goes (logged at debug level)
+        let started = std::time::Instant::now();
+        let mut waited = std::time::Duration::ZERO;
+        let mut idle_since = started;
         'batches: for batch in rx {
+            waited += idle_since.elapsed();
             for action in batch {
                 applied = check_allowed(ty, &action, &mut named).and_then(|()| {
                     apply_action(&mut items, action, &mut counts, &mut scratch, on_change)
@@ -418,7 +439,17 @@ fn apply_items(
                     break 'batches;
                 }
             }
+            idle_since = std::time::Instant::now();
         }
+        if let Some(ahead) = &ahead {
+            ahead.stop();
+        }
+        tracing::debug!(
+            us = started.elapsed().as_micros() as u64,
+            parser_wait_us = waited.as_micros() as u64,
+            read_ahead = ahead.as_ref().map_or(0, Prefetch::items_read),
+            "actions applied"
+        );
         let parsed = parser
             .join()
             .map_err(|_| Error::Internal("the changeset parser panicked".into()))?;

@@ -12,6 +12,7 @@ mod apply;
 mod journal;
 mod log;
 mod meta;
+mod prefetch;
 
 pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use log::{threads_started as log_threads_started, LogWriter};
