@@ -1,8 +1,11 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, BufReader, Read, Write};
+use std::sync::mpsc::SyncSender;
 
-use discern_changeset::{read_changeset, Action, ChangesetWriter, ParseError, RemoveWhat};
+use discern_changeset::{
+    read_changeset, Action, ChangesetWriter, ParseError, ReadSummary, RemoveWhat,
+};
 use discern_model::{decode_record, encode_record, Error, Record, Result, Value};
 use md5::{Digest, Md5};
 use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
@@ -10,7 +13,7 @@ use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, Table, Wr
 use crate::journal::Entry;
 use crate::log::{LogWriter, Staged};
 use crate::meta::{ChangesetMeta, ChangesetType};
-use crate::prefetch::Prefetch;
+use crate::prefetch::{Prefetch, Reader};
 use crate::{db_err, Store, CATALOG, ITEMS};
 
 /// A changeset as another engine's listing describes it.
@@ -396,32 +399,7 @@ fn apply_items(
         let reader = ahead.as_ref().and_then(|a| a.start(scope, db));
         let parser = std::thread::Builder::new()
             .name("changeset-parse".into())
-            .spawn_scoped(scope, move || {
-                let mut batch = Vec::with_capacity(ACTION_BATCH);
-                let summary =
-                    read_changeset(BufReader::with_capacity(256 * 1024, body), |action| {
-                        batch.push(action);
-                        if batch.len() == ACTION_BATCH {
-                            if let Some(reader) = &reader {
-                                reader.read(&batch);
-                            }
-                            let full =
-                                std::mem::replace(&mut batch, Vec::with_capacity(ACTION_BATCH));
-                            // the store side stopped (its error is the apply's)
-                            tx.send(full).map_err(|_| {
-                                ApplyError::Other(Error::Internal("the apply stopped".into()))
-                            })?;
-                        }
-                        Ok::<(), ApplyError>(())
-                    });
-                if !batch.is_empty() {
-                    if let Some(reader) = &reader {
-                        reader.read(&batch);
-                    }
-                    let _ = tx.send(batch);
-                }
-                summary
-            })
+            .spawn_scoped(scope, move || parse_in_batches(body, &tx, reader.as_ref()))
             .map_err(|e| Error::Internal(format!("cannot start the changeset parser: {e}")))?;
         let mut applied = Ok(());
         // where the store side's time goes (logged at debug level)
@@ -478,6 +456,39 @@ fn apply_items(
         }
     }
     Ok((summary.actions, counts))
+}
+
+/// Parses `body`, handing its actions to the store side (`tx`) in batches of
+/// `ACTION_BATCH`, and each batch's items to `reader` to be read ahead. Stops with an
+/// error once the store side has stopped taking them (its error is the apply's).
+fn parse_in_batches(
+    body: impl Read,
+    tx: &SyncSender<Vec<Action>>,
+    reader: Option<&Reader>,
+) -> std::result::Result<ReadSummary, ApplyError> {
+    let hand_over = |batch: Vec<Action>| {
+        if let Some(reader) = reader {
+            reader.read(&batch);
+        }
+        tx.send(batch)
+            .map_err(|_| ApplyError::Other(Error::Internal("the apply stopped".into())))
+    };
+    let mut batch = Vec::with_capacity(ACTION_BATCH);
+    let summary = read_changeset(BufReader::with_capacity(256 * 1024, body), |action| {
+        batch.push(action);
+        if batch.len() == ACTION_BATCH {
+            hand_over(std::mem::replace(
+                &mut batch,
+                Vec::with_capacity(ACTION_BATCH),
+            ))?;
+        }
+        Ok::<(), ApplyError>(())
+    });
+    if !batch.is_empty() {
+        // (a store side that stopped has its own error, or the parser's is the apply's)
+        let _ = hand_over(batch);
+    }
+    summary
 }
 
 /// Lists `meta` in the catalog under its sequence number and applies retention: the
@@ -721,6 +732,34 @@ mod tests {
 
     fn sv(x: &str) -> Value {
         Value::Str(x.into())
+    }
+
+    /// The parser hands every action to the store side and its item to the read-ahead,
+    /// in order, the last partial batch too.
+    #[test]
+    fn every_action_is_handed_over_and_read_ahead() {
+        let ids: Vec<String> = (0..150).map(|i| format!("i{i:03}")).collect();
+        let doc = format!(
+            "<changeset>{}</changeset>",
+            ids.iter()
+                .map(|id| format!("<remove-item id='{id}'/>"))
+                .collect::<String>()
+        );
+        let (tx, batches) = std::sync::mpsc::sync_channel(ids.len());
+        let (ahead_tx, ahead) = std::sync::mpsc::sync_channel(ids.len());
+        let reader = Reader::queueing_into(ahead_tx);
+        let summary = parse_in_batches(doc.as_bytes(), &tx, Some(&reader))
+            .unwrap_or_else(|_| panic!("a valid changeset"));
+        assert_eq!(summary.actions, 150);
+        drop((tx, reader));
+        let applied: Vec<String> = batches
+            .iter()
+            .flatten()
+            .map(|a: Action| a.id().to_string())
+            .collect();
+        let read: Vec<String> = ahead.iter().flatten().collect();
+        assert_eq!(applied, ids);
+        assert_eq!(read, ids);
     }
 
     /// Every change reaches the callback before the commit, which is announced by

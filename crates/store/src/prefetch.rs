@@ -107,6 +107,12 @@ impl Reader {
         let ids = batch.iter().map(|a| a.id().to_string()).collect();
         let _ = self.tx.try_send(ids);
     }
+
+    /// A reader queueing into `tx` (tests: what an apply hands over).
+    #[cfg(test)]
+    pub(crate) fn queueing_into(tx: SyncSender<Vec<String>>) -> Reader {
+        Reader { tx }
+    }
 }
 
 #[cfg(test)]
