@@ -35,80 +35,181 @@ pub fn read_changeset<R: BufRead, E: From<ParseError>>(
     p.document(&mut on_action)
 }
 
+/// The changeset vocabulary's element names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    Changeset,
+    SetItem,
+    AddItem,
+    AddToItem,
+    RemoveFromItem,
+    RemoveItem,
+    All,
+    Properties,
+    Struct,
+    Entry,
+    Array,
+    Element,
+    String,
+    Int,
+    Long,
+    Real,
+    Bool,
+}
+
+impl Tag {
+    fn of(raw: &[u8]) -> Option<Tag> {
+        // (constant-length byte comparisons: no call per candidate name)
+        Some(match raw {
+            b"entry" => Tag::Entry,
+            b"string" => Tag::String,
+            b"struct" => Tag::Struct,
+            b"element" => Tag::Element,
+            b"array" => Tag::Array,
+            b"int" => Tag::Int,
+            b"real" => Tag::Real,
+            b"long" => Tag::Long,
+            b"bool" => Tag::Bool,
+            b"properties" => Tag::Properties,
+            b"set-item" => Tag::SetItem,
+            b"add-item" => Tag::AddItem,
+            b"add-to-item" => Tag::AddToItem,
+            b"remove-from-item" => Tag::RemoveFromItem,
+            b"remove-item" => Tag::RemoveItem,
+            b"all" => Tag::All,
+            b"changeset" => Tag::Changeset,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Tag::Changeset => "changeset",
+            Tag::SetItem => "set-item",
+            Tag::AddItem => "add-item",
+            Tag::AddToItem => "add-to-item",
+            Tag::RemoveFromItem => "remove-from-item",
+            Tag::RemoveItem => "remove-item",
+            Tag::All => "all",
+            Tag::Properties => "properties",
+            Tag::Struct => "struct",
+            Tag::Entry => "entry",
+            Tag::Array => "array",
+            Tag::Element => "element",
+            Tag::String => "string",
+            Tag::Int => "int",
+            Tag::Long => "long",
+            Tag::Real => "real",
+            Tag::Bool => "bool",
+        }
+    }
+
+    fn is_action(self) -> bool {
+        matches!(
+            self,
+            Tag::SetItem | Tag::AddItem | Tag::AddToItem | Tag::RemoveFromItem | Tag::RemoveItem
+        )
+    }
+}
+
 /// An element name: the changeset vocabulary without allocating, anything else owned
 /// (it can only be reported in an error).
 #[derive(Debug)]
 enum Name {
-    Known(&'static str),
+    Known(Tag),
     Other(String),
 }
 
 impl Name {
     fn of(raw: &[u8]) -> Name {
-        const KNOWN: &[&str] = &[
-            "entry",
-            "string",
-            "struct",
-            "int",
-            "real",
-            "long",
-            "bool",
-            "array",
-            "element",
-            "properties",
-            "set-item",
-            "add-item",
-            "add-to-item",
-            "remove-from-item",
-            "remove-item",
-            "all",
-            "changeset",
-        ];
-        match KNOWN.iter().find(|k| k.as_bytes() == raw) {
-            Some(k) => Name::Known(k),
+        match Tag::of(raw) {
+            Some(t) => Name::Known(t),
             None => Name::Other(String::from_utf8_lossy(raw).into_owned()),
         }
     }
-}
 
-impl std::ops::Deref for Name {
-    type Target = str;
-    fn deref(&self) -> &str {
+    fn tag(&self) -> Option<Tag> {
         match self {
-            Name::Known(s) => s,
-            Name::Other(s) => s,
+            Name::Known(t) => Some(*t),
+            Name::Other(_) => None,
         }
     }
-}
 
-impl PartialEq<&str> for Name {
-    fn eq(&self, other: &&str) -> bool {
-        **self == **other
+    fn is(&self, tag: Tag) -> bool {
+        self.tag() == Some(tag)
     }
 }
 
 impl std::fmt::Display for Name {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self)
+        f.write_str(match self {
+            Name::Known(t) => t.as_str(),
+            Name::Other(s) => s,
+        })
     }
 }
 
-/// One pulled event, owned, with the position it started at.
+/// The attributes the reader uses: an action's item naming and an entry's name. Other
+/// attributes are checked (well-formed, not repeated) and ignored.
+#[derive(Debug, Default)]
+struct Attrs {
+    id: Option<String>,
+    locator: Option<String>,
+    provider: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+}
+
+impl Attrs {
+    fn slot(&mut self, key: &[u8]) -> Option<&mut Option<String>> {
+        match key {
+            b"id" => Some(&mut self.id),
+            b"locator" => Some(&mut self.locator),
+            b"provider" => Some(&mut self.provider),
+            b"kind" => Some(&mut self.kind),
+            b"name" => Some(&mut self.name),
+            _ => None,
+        }
+    }
+}
+
+/// One pulled event. A start tag's attributes and a text's content wait in the parser
+/// (`Parser::attrs`, `Parser::text`): events stay small, and the text buffer is reused.
 enum Ev {
-    Start(Name, Vec<(String, String)>),
+    Start(Name),
     End,
-    Text(String),
+    Text,
     Eof,
+}
+
+/// Newlines seen so far, for errors' line and column.
+#[derive(Default)]
+struct Lines {
+    /// Newlines before the current event.
+    count: u64,
+    /// The byte offset just past the last one.
+    last: u64,
+}
+
+impl Lines {
+    fn add(&mut self, bytes: &[u8], base: u64) {
+        if let Some(last) = memchr::memrchr(b'\n', bytes) {
+            self.count += memchr::memchr_iter(b'\n', bytes).count() as u64;
+            self.last = base + last as u64 + 1;
+        }
+    }
 }
 
 struct Parser<R: BufRead> {
     reader: Reader<R>,
     buf: Vec<u8>,
-    /// Newlines seen before the current event, and the byte offset just past the last one.
-    newlines: u64,
-    last_nl: u64,
+    lines: Lines,
     /// Offset where the current event starts.
     ev_start: u64,
+    /// The last `Ev::Text`'s content (entity references and CDATA folded in).
+    text: String,
+    /// The last start tag's attributes (an action's or an entry's).
+    attrs: Attrs,
     peeked: Option<Ev>,
     peeked_at: u64,
     /// Newlines inside the last start tag, counted once the tag has been handled so that
@@ -127,9 +228,10 @@ impl<R: BufRead> Parser<R> {
         Parser {
             reader,
             buf: Vec::with_capacity(8 * 1024),
-            newlines: 0,
-            last_nl: 0,
+            lines: Lines::default(),
             ev_start: 0,
+            text: String::new(),
+            attrs: Attrs::default(),
             peeked: None,
             peeked_at: 0,
             pending_nl: None,
@@ -140,20 +242,13 @@ impl<R: BufRead> Parser<R> {
     fn error_at(&self, offset: u64, message: impl Into<String>) -> ParseError {
         ParseError {
             message: message.into(),
-            line: self.newlines + 1,
-            column: offset.saturating_sub(self.last_nl) + 1,
+            line: self.lines.count + 1,
+            column: offset.saturating_sub(self.lines.last) + 1,
         }
     }
 
     fn err(&self, message: impl Into<String>) -> ParseError {
         self.error_at(self.ev_start, message)
-    }
-
-    fn count_newlines(&mut self, bytes: &[u8], base: u64) {
-        if let Some(last) = memchr::memrchr(b'\n', bytes) {
-            self.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
-            self.last_nl = base + last as u64 + 1;
-        }
     }
 
     /// Next content event: comments, processing instructions, the declaration and
@@ -162,27 +257,27 @@ impl<R: BufRead> Parser<R> {
     fn next(&mut self) -> Result<Ev, ParseError> {
         if let Some((count, last)) = self.pending_nl.take() {
             if count > 0 {
-                self.newlines += count;
-                self.last_nl = last;
+                self.lines.count += count;
+                self.lines.last = last;
             }
         }
         if let Some(ev) = self.peeked.take() {
             self.ev_start = self.peeked_at;
             return Ok(ev);
         }
-        let mut text: Option<String> = None;
-        let mut text_start = 0;
+        self.text.clear();
+        let mut text_start = None;
         loop {
             if self.eof {
-                return Ok(match text {
-                    Some(t) => Ev::Text(t),
+                return Ok(match text_start {
+                    Some(_) => Ev::Text,
                     None => Ev::Eof,
                 });
             }
             let start = self.reader.buffer_position();
             self.buf.clear();
-            let raw = match self.reader.read_event_into(&mut self.buf) {
-                Ok(ev) => convert(ev, start),
+            let ev = match self.reader.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
                 Err(e) => {
                     let pos = self.reader.error_position();
                     return Err(
@@ -190,41 +285,29 @@ impl<R: BufRead> Parser<R> {
                     );
                 }
             };
-            let raw = match raw {
-                Ok(r) => r,
-                Err((at, msg)) => return Err(self.error_at(at, msg)),
-            };
-            let ev = match raw {
-                Raw::Text(s, nl_base) => {
-                    if text.is_none() {
-                        text_start = start;
-                    }
-                    self.count_newlines(s.as_bytes(), nl_base);
-                    match &mut text {
-                        Some(t) => t.push_str(&s),
-                        None => text = Some(s),
-                    }
+            let got = take_event(ev, start, &mut self.text, &mut self.attrs, &mut self.lines);
+            let ev = match got {
+                Ok(Taken::Text) => {
+                    text_start.get_or_insert(start);
                     continue;
                 }
-                Raw::Skip(bytes, nl_base) => {
-                    self.count_newlines(&bytes, nl_base);
-                    continue;
-                }
-                Raw::Start(name, attrs, nl) => {
+                Ok(Taken::Skipped) => continue,
+                Ok(Taken::Start(name, nl)) => {
                     self.pending_nl = Some(nl);
-                    Ev::Start(name, attrs)
+                    Ev::Start(name)
                 }
-                Raw::End => Ev::End,
-                Raw::Eof => {
+                Ok(Taken::End) => Ev::End,
+                Ok(Taken::Eof) => {
                     self.eof = true;
                     Ev::Eof
                 }
+                Err((at, msg)) => return Err(self.error_at(at, msg)),
             };
-            if let Some(t) = text.take() {
+            if let Some(text_start) = text_start {
                 self.peeked = Some(ev);
                 self.peeked_at = start;
                 self.ev_start = text_start;
-                return Ok(Ev::Text(t));
+                return Ok(Ev::Text);
             }
             self.ev_start = start;
             return Ok(ev);
@@ -236,9 +319,9 @@ impl<R: BufRead> Parser<R> {
     fn next_tag(&mut self, inside: &str) -> Result<Ev, ParseError> {
         loop {
             match self.next()? {
-                Ev::Text(t) if t.trim().is_empty() => continue,
-                Ev::Text(t) => {
-                    let text: String = t.trim().chars().take(40).collect();
+                Ev::Text if self.text.trim().is_empty() => continue,
+                Ev::Text => {
+                    let text: String = self.text.trim().chars().take(40).collect();
                     let place = match inside {
                         "" => "before the root element".to_string(),
                         "/" => "after </changeset>".to_string(),
@@ -256,20 +339,21 @@ impl<R: BufRead> Parser<R> {
         on_action: &mut impl FnMut(Action) -> Result<(), E>,
     ) -> Result<ReadSummary, E> {
         match self.next_tag("")? {
-            Ev::Start(name, _) if name == "changeset" => {}
-            Ev::Start(name, _) => {
+            Ev::Start(name) if name.is(Tag::Changeset) => {}
+            Ev::Start(name) => {
                 return Err(self
                     .err(format!("root element must be <changeset>, not <{name}>"))
                     .into())
             }
             Ev::Eof => return Err(self.err("empty document: expected <changeset>").into()),
-            Ev::End | Ev::Text(_) => return Err(self.err("expected <changeset>").into()),
+            Ev::End | Ev::Text => return Err(self.err("expected <changeset>").into()),
         }
         let mut summary = ReadSummary::default();
         loop {
             match self.next_tag("changeset")? {
-                Ev::Start(name, attrs) => {
-                    let action = self.action(&name, &attrs)?;
+                Ev::Start(name) => {
+                    let attrs = std::mem::take(&mut self.attrs);
+                    let action = self.action(&name, attrs)?;
                     summary.actions += 1;
                     on_action(action)?;
                 }
@@ -277,42 +361,47 @@ impl<R: BufRead> Parser<R> {
                 Ev::Eof => {
                     return Err(self.err("document ends before </changeset>").into());
                 }
-                Ev::Text(_) => unreachable_text()?,
+                Ev::Text => unreachable_text()?,
             }
         }
         match self.next_tag("/")? {
             Ev::Eof => Ok(summary),
-            Ev::Start(name, _) => Err(self
+            Ev::Start(name) => Err(self
                 .err(format!("unexpected element <{name}> after </changeset>"))
                 .into()),
             _ => Err(self.err("unexpected content after </changeset>").into()),
         }
     }
 
-    fn action(&mut self, name: &str, attrs: &[(String, String)]) -> Result<Action, ParseError> {
-        let kind = match name {
-            "set-item" | "add-item" | "add-to-item" | "remove-from-item" | "remove-item" => name,
+    fn action(&mut self, name: &Name, attrs: Attrs) -> Result<Action, ParseError> {
+        let tag = match name.tag() {
+            Some(t) if t.is_action() => t,
             _ => return Err(self.err(format!("unknown action <{name}>"))),
         };
-        let at = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let (id, locator) = match (at("id"), at("locator")) {
-            (Some(id), _) => (id.to_string(), None),
-            (None, Some(loc)) => match (at("provider"), at("kind")) {
-                (Some(p), Some(k)) => {
-                    let id = if p.is_empty() && k.is_empty() {
-                        loc.to_string()
-                    } else {
-                        format!("{p}/{k}/{loc}")
-                    };
-                    (id, Some((loc.to_string(), p.to_string(), k.to_string())))
-                }
-                _ => {
-                    return Err(self.err(format!(
-                        "<{kind}> locator form needs locator, provider and kind attributes"
-                    )))
-                }
-            },
-            (None, None) => return Err(self.err(format!("<{kind}> has no id attribute"))),
+        let kind = tag.as_str();
+        let (id, locator) = match attrs {
+            Attrs { id: Some(id), .. } => (id, None),
+            Attrs {
+                locator: Some(loc),
+                provider: Some(p),
+                kind: Some(k),
+                ..
+            } => {
+                let id = if p.is_empty() && k.is_empty() {
+                    loc.clone()
+                } else {
+                    format!("{p}/{k}/{loc}")
+                };
+                (id, Some((loc, p, k)))
+            }
+            Attrs {
+                locator: Some(_), ..
+            } => {
+                return Err(self.err(format!(
+                    "<{kind}> locator form needs locator, provider and kind attributes"
+                )))
+            }
+            _ => return Err(self.err(format!("<{kind}> has no id attribute"))),
         };
         validate_id(&id).map_err(|m| self.err(format!("<{kind}>: {m}")))?;
 
@@ -322,40 +411,40 @@ impl<R: BufRead> Parser<R> {
         loop {
             match self.next_tag(kind)? {
                 Ev::End => break,
-                Ev::Start(child, _) if child == "properties" => {
+                Ev::Start(child) if child.is(Tag::Properties) => {
                     if record.is_some() || remove_entries.is_some() || remove_all {
                         return Err(self.err(format!("<{kind}> has more than one <properties>")));
                     }
-                    if kind == "remove-from-item" {
+                    if tag == Tag::RemoveFromItem {
                         remove_entries = Some(self.properties_for_removal()?);
                     } else {
                         record = Some(self.properties()?);
                     }
                 }
-                Ev::Start(child, _) if child == "all" && kind == "remove-from-item" => {
+                Ev::Start(child) if child.is(Tag::All) && tag == Tag::RemoveFromItem => {
                     self.expect_end("all")?;
                     remove_all = true;
                 }
-                Ev::Start(child, _) => {
+                Ev::Start(child) => {
                     return Err(self.err(format!("unexpected <{child}> inside <{kind}>")))
                 }
                 Ev::Eof => return Err(self.err(format!("document ends inside <{kind}>"))),
-                Ev::Text(_) => unreachable_text()?,
+                Ev::Text => unreachable_text()?,
             }
         }
         let mut record = record.unwrap_or_default();
         if let Some((loc, prov, kd)) = locator {
-            if matches!(kind, "set-item" | "add-to-item") {
+            if matches!(tag, Tag::SetItem | Tag::AddToItem) {
                 record.set("_locator".into(), Value::Str(loc));
                 record.set("_provider".into(), Value::Str(prov));
                 record.set("_kind".into(), Value::Str(kd));
             }
         }
-        Ok(match kind {
-            "set-item" => Action::Set { id, record },
-            "add-item" => Action::Add { id },
-            "add-to-item" => Action::AddTo { id, record },
-            "remove-item" => Action::Remove { id },
+        Ok(match tag {
+            Tag::SetItem => Action::Set { id, record },
+            Tag::AddItem => Action::Add { id },
+            Tag::AddToItem => Action::AddTo { id, record },
+            Tag::RemoveItem => Action::Remove { id },
             _ => Action::RemoveFrom {
                 id,
                 what: if remove_all {
@@ -402,8 +491,8 @@ impl<R: BufRead> Parser<R> {
 
     fn properties_struct(&mut self) -> Result<Vec<(String, Option<Value>)>, ParseError> {
         let entries = match self.next_tag("properties")? {
-            Ev::Start(name, _) if name == "struct" => self.struct_entries(1)?,
-            Ev::Start(name, _) => {
+            Ev::Start(name) if name.is(Tag::Struct) => self.struct_entries(1)?,
+            Ev::Start(name) => {
                 return Err(self.err(format!("<properties> must hold one <struct>, not <{name}>")))
             }
             _ => return Err(self.err("<properties> must hold one <struct>")),
@@ -423,15 +512,14 @@ impl<R: BufRead> Parser<R> {
         loop {
             match self.next_tag("struct")? {
                 Ev::End => return Ok(out),
-                Ev::Start(name, attrs) if name == "entry" => {
-                    let Some(ename) = attrs.into_iter().find(|(k, _)| k == "name").map(|(_, v)| v)
-                    else {
+                Ev::Start(name) if name.is(Tag::Entry) => {
+                    let Some(ename) = self.attrs.name.take() else {
                         return Err(self.err("<entry> has no name attribute"));
                     };
                     let value = self.single_value("entry", depth)?;
                     out.push((ename, value));
                 }
-                Ev::Start(name, _) => {
+                Ev::Start(name) => {
                     return Err(self.err(format!("unexpected <{name}> inside <struct>")))
                 }
                 _ => return Err(self.err("document ends inside <struct>")),
@@ -443,7 +531,7 @@ impl<R: BufRead> Parser<R> {
     fn single_value(&mut self, parent: &str, depth: usize) -> Result<Option<Value>, ParseError> {
         match self.next_tag(parent)? {
             Ev::End => Ok(None),
-            Ev::Start(name, _) => {
+            Ev::Start(name) => {
                 let v = self.value(&name, depth)?;
                 match self.next_tag(parent)? {
                     Ev::End => Ok(Some(v)),
@@ -459,10 +547,11 @@ impl<R: BufRead> Parser<R> {
         let mut text = String::new();
         loop {
             match self.next()? {
-                Ev::Text(t) if text.is_empty() => text = t,
-                Ev::Text(t) => text.push_str(&t),
+                // (the parser's buffer is handed over: a value owns its text)
+                Ev::Text if text.is_empty() => text = std::mem::take(&mut self.text),
+                Ev::Text => text.push_str(&self.text),
                 Ev::End => return Ok(text),
-                Ev::Start(child, _) => {
+                Ev::Start(child) => {
                     return Err(self.err(format!("unexpected <{child}> inside <{name}>")))
                 }
                 Ev::Eof => return Err(self.err(format!("document ends inside <{name}>"))),
@@ -470,17 +559,21 @@ impl<R: BufRead> Parser<R> {
         }
     }
 
-    fn value(&mut self, name: &str, depth: usize) -> Result<Value, ParseError> {
+    fn value(&mut self, name: &Name, depth: usize) -> Result<Value, ParseError> {
         let at = self.ev_start;
-        match name {
-            "string" => Ok(Value::Str(trimmed(self.scalar_text(name)?))),
-            "int" | "long" => {
+        let Some(tag) = name.tag() else {
+            return Err(self.error_at(at, format!("unknown value element <{name}>")));
+        };
+        let name = tag.as_str();
+        match tag {
+            Tag::String => Ok(Value::Str(trimmed(self.scalar_text(name)?))),
+            Tag::Int | Tag::Long => {
                 let t = self.scalar_text(name)?;
                 t.trim().parse::<i64>().map(Value::Int).map_err(|_| {
                     self.error_at(at, format!("<{name}> {:?} is not an integer", t.trim()))
                 })
             }
-            "real" => {
+            Tag::Real => {
                 let t = self.scalar_text(name)?;
                 match t.trim().parse::<f64>() {
                     Ok(r)
@@ -498,7 +591,7 @@ impl<R: BufRead> Parser<R> {
                     }
                 }
             }
-            "bool" => {
+            Tag::Bool => {
                 let t = self.scalar_text(name)?;
                 match t.trim() {
                     "1" | "true" => Ok(Value::Bool(true)),
@@ -509,7 +602,7 @@ impl<R: BufRead> Parser<R> {
                     }
                 }
             }
-            "array" => {
+            Tag::Array => {
                 if depth + 1 > MAX_DEPTH {
                     return Err(self.err(format!("array/struct nesting deeper than {MAX_DEPTH}")));
                 }
@@ -517,19 +610,19 @@ impl<R: BufRead> Parser<R> {
                 loop {
                     match self.next_tag("array")? {
                         Ev::End => return Ok(Value::Array(items)),
-                        Ev::Start(n, _) if n == "element" => {
+                        Ev::Start(n) if n.is(Tag::Element) => {
                             if let Some(v) = self.single_value("element", depth + 1)? {
                                 items.push(v);
                             }
                         }
-                        Ev::Start(n, _) => {
+                        Ev::Start(n) => {
                             return Err(self.err(format!("unexpected <{n}> inside <array>")))
                         }
                         _ => return Err(self.err("document ends inside <array>")),
                     }
                 }
             }
-            "struct" => {
+            Tag::Struct => {
                 let entries = self.struct_entries(depth + 1)?;
                 Ok(Value::Struct(
                     entries
@@ -538,35 +631,50 @@ impl<R: BufRead> Parser<R> {
                         .collect(),
                 ))
             }
-            other => Err(self.error_at(at, format!("unknown value element <{other}>"))),
+            _ => Err(self.error_at(at, format!("unknown value element <{name}>"))),
         }
     }
 }
 
-/// An event converted to owned data, before newline accounting.
-enum Raw {
-    Text(String, u64),
-    /// Name, attributes, and the newlines inside the tag: (count, offset after the last).
-    Start(Name, Vec<(String, String)>, (u64, u64)),
+/// What `take_event` made of an event.
+enum Taken {
+    /// Text, appended to the parser's text.
+    Text,
+    /// Name, and the newlines inside the tag: (count, offset after the last). Its
+    /// attributes are in the parser's `attrs`.
+    Start(Name, (u64, u64)),
     End,
     Eof,
-    /// Skipped content whose newlines still count.
-    Skip(Vec<u8>, u64),
+    /// Skipped content (its newlines counted).
+    Skipped,
 }
 
-fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
+/// Takes `ev`'s content into the parser's state: text appended to `text`, the
+/// attributes of a start tag the reader uses into `attrs`, newlines of text and of
+/// skipped content into `lines`.
+fn take_event(
+    ev: Event<'_>,
+    start: u64,
+    text: &mut String,
+    attrs: &mut Attrs,
+    lines: &mut Lines,
+) -> Result<Taken, (u64, String)> {
     Ok(match ev {
         Event::Text(t) => {
             let s = t
                 .decode()
                 .map_err(|e| (start, format!("invalid text encoding: {e}")))?;
-            Raw::Text(s.into_owned(), start)
+            lines.add(s.as_bytes(), start);
+            text.push_str(&s);
+            Taken::Text
         }
         Event::CData(t) => {
             let s = t
                 .decode()
                 .map_err(|e| (start, format!("invalid CDATA encoding: {e}")))?;
-            Raw::Text(s.into_owned(), start + 9)
+            lines.add(s.as_bytes(), start + 9);
+            text.push_str(&s);
+            Taken::Text
         }
         Event::GeneralRef(r) => {
             let c = if r.is_char_ref() {
@@ -589,45 +697,53 @@ fn convert(ev: Event<'_>, start: u64) -> Result<Raw, (u64, String)> {
                     }
                 }
             };
-            Raw::Text(c.to_string(), start)
+            text.push(c);
+            Taken::Text
         }
         Event::Start(s) => {
             let name = Name::of(s.name().as_ref());
-            let mut attrs = Vec::new();
             let raw: &[u8] = &s;
             let mut nl = (0u64, 0u64);
             for i in memchr_iter(raw) {
                 nl = (nl.0 + 1, start + 1 + i as u64 + 1);
             }
             // only actions and entries carry attributes the reader uses
-            let wants_attrs = matches!(
-                &*name,
-                "set-item"
-                    | "add-item"
-                    | "add-to-item"
-                    | "remove-from-item"
-                    | "remove-item"
-                    | "entry"
-            );
-            for a in s.attributes().filter(|_| wants_attrs) {
-                let a = a.map_err(|e| (start, format!("bad attribute in <{name}>: {e}")))?;
-                let key = String::from_utf8_lossy(a.key.as_ref()).into_owned();
-                let val = a
-                    .unescape_value()
-                    .map_err(|e| (start, format!("bad attribute value in <{name}>: {e}")))?
-                    .into_owned();
-                attrs.push((key, val));
+            let wants_attrs = name.tag().is_some_and(|t| t == Tag::Entry || t.is_action());
+            if wants_attrs {
+                *attrs = Attrs::default();
+                for a in s.attributes() {
+                    let a = a.map_err(|e| (start, format!("bad attribute in <{name}>: {e}")))?;
+                    // (every value is unescaped: a bad reference is an error even where unused)
+                    let val = a
+                        .unescape_value()
+                        .map_err(|e| (start, format!("bad attribute value in <{name}>: {e}")))?;
+                    if let Some(slot) = attrs.slot(a.key.as_ref()) {
+                        *slot = Some(val.into_owned());
+                    }
+                }
             }
-            Raw::Start(name, attrs, nl)
+            Taken::Start(name, nl)
         }
-        Event::End(_) => Raw::End,
-        Event::Eof => Raw::Eof,
-        Event::Comment(c) => Raw::Skip(c.to_vec(), start + 4),
-        Event::PI(p) => Raw::Skip(p.to_vec(), start + 2),
-        Event::Decl(d) => Raw::Skip(d.to_vec(), start + 2),
-        Event::DocType(d) => Raw::Skip(d.to_vec(), start + 9),
+        Event::End(_) => Taken::End,
+        Event::Eof => Taken::Eof,
+        Event::Comment(c) => {
+            lines.add(&c, start + 4);
+            Taken::Skipped
+        }
+        Event::PI(p) => {
+            lines.add(&p, start + 2);
+            Taken::Skipped
+        }
+        Event::Decl(d) => {
+            lines.add(&d, start + 2);
+            Taken::Skipped
+        }
+        Event::DocType(d) => {
+            lines.add(&d, start + 9);
+            Taken::Skipped
+        }
         // expand_empty_elements turns Empty into Start + End
-        Event::Empty(_) => Raw::Skip(Vec::new(), start),
+        Event::Empty(_) => Taken::Skipped,
     })
 }
 
@@ -731,6 +847,32 @@ mod tests {
         ] {
             assert!(read(doc).is_err(), "accepted: {doc}");
         }
+    }
+
+    #[test]
+    fn an_attribute_never_carries_over_to_the_next_element() {
+        // an entry's stray `id` must not name the locator-form action after it
+        let a = read("<changeset><set-item id='a'><properties><struct><entry name='n' id='zz' kind='k'><string>v</string></entry></struct></properties></set-item><set-item locator='l' provider='' kind=''/><remove-item id='b'/></changeset>").unwrap();
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[1].id(), "l");
+        assert_eq!(a[2].id(), "b");
+        let e = read("<changeset><set-item id='a'><properties><struct><entry name='n' id='zz'/></struct></properties></set-item><set-item locator='l'/></changeset>").unwrap_err();
+        assert!(e.message.contains("locator form"), "{e}");
+        let e = read("<changeset><set-item id='a'><properties><struct><entry name='n'/><entry id='x'/></struct></properties></set-item></changeset>").unwrap_err();
+        assert!(e.message.contains("no name"), "{e}");
+    }
+
+    #[test]
+    fn lines_are_counted_in_the_document_not_in_its_values() {
+        // a character reference to a newline is a value's, not a line of the document
+        let doc = "<changeset>\n<set-item id='a'><properties><struct><entry name='d'><string>x&#10;y</string></entry><bogus/></struct></properties></set-item></changeset>";
+        let e = read(doc).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 86), "{e}");
+        // a newline inside a start tag counts once the tag is read
+        let doc = "<changeset>\n<set-item\n id='a'><properties><struct><entry name='d'><bogus/></entry></struct></properties></set-item></changeset>";
+        let e = read(doc).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("bogus"), "{e}");
     }
 
     #[test]
