@@ -1125,6 +1125,40 @@ mod tests {
         );
     }
 
+    /// A page's records are read ahead, several at once, whether its properties are
+    /// written as stored or from decoded records (highlights merged into them).
+    #[test]
+    fn a_pages_records_are_read_ahead() {
+        let d = tempfile::tempdir().unwrap();
+        let e = populated(
+            d.path(),
+            b"<dimensions><dimension id='k' type='keyword'/><dimension id='t' type='text'/></dimensions>",
+        );
+        let mut doc = String::from("<changeset>");
+        for i in 0..5 {
+            doc.push_str(&format!("<set-item id='i{i}'><properties><struct><entry name='k'><string>v</string></entry><entry name='t'><string>red house {i}</string></entry></struct></properties></set-item>"));
+        }
+        apply(&e, &(doc + "</changeset>"));
+        let handed_over = |body: serde_json::Value| {
+            let before = discern_store::pages_handed_over_here();
+            let r = query_response(&e, &body).unwrap();
+            assert_eq!(r.total_size(), Some(5));
+            discern_store::pages_handed_over_here() - before
+        };
+        let criteria = serde_json::json!([{"dimension": "t", "value": "red"}]);
+        assert_eq!(
+            handed_over(serde_json::json!({"criteria": criteria, "pageSize": 3, "properties": []})),
+            3
+        );
+        let merged = serde_json::json!({"criteria": criteria, "pageSize": 4, "properties": ["t"],
+            "highlighting": {"merge": "properties"}});
+        assert_eq!(handed_over(merged), 4);
+        assert_eq!(
+            handed_over(serde_json::json!({"criteria": criteria, "pageSize": 3})),
+            0
+        );
+    }
+
     /// After an apply, the text fields whose postings it copied have their length
     /// classes united again in the background, ahead of the next text request.
     #[test]

@@ -223,6 +223,11 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
     let mut records: HashMap<&str, Record> = HashMap::new();
     if needs_records {
         let top_n = q.group_by.as_ref().map(|g| g.top_n).unwrap_or(1);
+        let _ahead = items.read_ahead(
+            page_groups
+                .iter()
+                .flat_map(|g| g.iter().take(top_n).map(|h| &*h.id)),
+        );
         for g in &page_groups {
             for h in g.iter().take(top_n) {
                 if !records.contains_key(&*h.id) {
@@ -245,6 +250,7 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
         } else {
             Some(&props[..])
         };
+        let _ahead = items.read_ahead(page.iter().map(|h| &*h.id));
         let mut text = Vec::with_capacity(page.len() * 256 + 2);
         text.push(b'[');
         for (i, h) in page.iter().enumerate() {

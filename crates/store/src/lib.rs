@@ -12,11 +12,13 @@ mod apply;
 mod journal;
 mod log;
 mod meta;
+mod pages;
 mod prefetch;
 
 pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use log::{threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
+pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead};
 
 use std::fs;
 use std::io::{self, Read};
@@ -35,10 +37,17 @@ pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
 
 /// One consistent read snapshot of the item store (see `Store::reader`).
 pub struct ItemReader {
-    items: redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    items: std::sync::Arc<pages::ItemsTable>,
 }
 
 impl ItemReader {
+    /// Starts reading the items `ids` names, several at once, so that the reads of them
+    /// that follow (in any order, through this reader) find their pages in memory.
+    /// Reading stops when the returned value is dropped.
+    pub fn read_ahead<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> ReadAhead {
+        ReadAhead::start(&self.items, ids.into_iter().map(str::to_string).collect())
+    }
+
     pub fn get(&self, id: &str) -> Result<Option<Record>> {
         self.with_raw(id, |raw| decode_record(raw).map_err(db_err))?
             .transpose()
@@ -305,7 +314,7 @@ impl Store {
     pub fn reader(&self) -> Result<ItemReader> {
         let txn = self.db.begin_read().map_err(db_err)?;
         Ok(ItemReader {
-            items: txn.open_table(ITEMS).map_err(db_err)?,
+            items: std::sync::Arc::new(txn.open_table(ITEMS).map_err(db_err)?),
         })
     }
 
