@@ -47,7 +47,8 @@ fn records(
     props: Option<&[String]>,
 ) -> Result<Vec<J>, ApiError> {
     ids.iter()
-        .map(|id| match engine.item(id)? {
+        .zip(engine.items(ids)?)
+        .map(|(id, rec)| match rec {
             Some(rec) => to_value(id, &rec, props),
             None => Ok(serde_json::json!({"_id": id, "_exists": false})),
         })
@@ -120,8 +121,8 @@ pub async fn get_properties(
     let ids = required_ids(&req)?;
     blocking(move || {
         let mut out = Vec::with_capacity(ids.len());
-        for id in &ids {
-            out.push(match engine.item(id)? {
+        for (id, rec) in ids.iter().zip(engine.items(&ids)?) {
+            out.push(match rec {
                 Some(rec) => to_value(id, &rec, None)?,
                 None => J::Null,
             });
