@@ -1,4 +1,5 @@
-//! Reading a few named items' pages several at once: the items of a query's page.
+//! Reading a few named items' pages several at once: the items of a query's page, or
+//! those `/ws/items` names.
 //!
 //! A query page's properties are read from the item store one record after the other.
 //! On a store larger than what stays in memory (the pages of a million-item store are
