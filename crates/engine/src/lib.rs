@@ -33,8 +33,13 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 /// (bounds the memory an apply holds ahead of the index).
 const INDEX_BATCH: usize = 64;
 const INDEX_QUEUE: usize = 64;
-/// Extracted batches waiting for the index builder (each ~64 items' values).
+/// Extracted batches waiting for the index builder.
 const EXTRACTED_QUEUE: usize = 4;
+/// Items the extraction stage takes at once when the store is ahead of it (a bulk
+/// load): batches already waiting are extracted together, in fewer, larger passes
+/// across the pool. 1M-item bulk, two alternated pairs: 21,076 -> 22,193 items/s
+/// (medians), resident at the 201 +8 MB; eight batches: 22,740, but +20 MB.
+const EXTRACT_AT_MOST: usize = 4 * INDEX_BATCH;
 /// An apply changing at least this many items returns freed memory to the OS afterwards
 /// (`process::release_free_memory`): a bulk replaces whole chunks of the index.
 const TRIM_AFTER_ITEMS: u64 = 10_000;
@@ -67,14 +72,21 @@ fn index_changes<'w>(
         let extracting = std::thread::Builder::new()
             .name("apply-extract".into())
             .spawn_scoped(scope, move || {
-                for msg in rx {
-                    let next = match msg {
-                        ToIndex::Batch(batch) => ToIndex::Batch(extract_batch(base, batch)),
-                        ToIndex::Flushed(ack) => ToIndex::Flushed(ack),
+                while let Ok(msg) = rx.recv() {
+                    let (batch, flushed) = match msg {
+                        ToIndex::Batch(batch) => take_waiting(&rx, batch),
+                        ToIndex::Flushed(ack) => (Vec::new(), Some(ack)),
                     };
                     // the building stage stopped: so does the apply
-                    if tx.send(next).is_err() {
+                    if !batch.is_empty()
+                        && tx.send(ToIndex::Batch(extract_batch(base, batch))).is_err()
+                    {
                         return;
+                    }
+                    if let Some(ack) = flushed {
+                        if tx.send(ToIndex::Flushed(ack)).is_err() {
+                            return;
+                        }
                     }
                 }
             });
@@ -109,6 +121,22 @@ fn index_changes<'w>(
         }
         Indexed::Open(b)
     })
+}
+
+/// `batch` and the batches already waiting behind it, in order, up to
+/// `EXTRACT_AT_MOST` items; and the flush if it came next.
+fn take_waiting(
+    rx: &std::sync::mpsc::Receiver<ToIndex<ItemChange>>,
+    mut batch: Vec<ItemChange>,
+) -> (Vec<ItemChange>, Option<std::sync::mpsc::SyncSender<()>>) {
+    while batch.len() < EXTRACT_AT_MOST {
+        match rx.try_recv() {
+            Ok(ToIndex::Batch(more)) => batch.extend(more),
+            Ok(ToIndex::Flushed(ack)) => return (batch, Some(ack)),
+            Err(_) => break,
+        }
+    }
+    (batch, None)
 }
 
 /// A batch's values, extracted across the rayon pool, in the batch's order.
@@ -1131,6 +1159,42 @@ mod tests {
             picked.contains(r#""properties":[{"z":"1","a":"2"}]"#),
             "{picked}"
         );
+    }
+
+    /// The extraction stage takes the batches waiting behind one together, in order,
+    /// up to its limit, and a flush that comes next with them.
+    #[test]
+    fn waiting_batches_are_extracted_together() {
+        let ids = |v: &[ItemChange]| {
+            v.iter()
+                .map(|c| match c {
+                    ItemChange::Delete(id) => id.clone(),
+                    _ => "?".into(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let del = |id: &str| ItemChange::Delete(id.into());
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        tx.send(ToIndex::Batch(vec![del("a"), del("b")])).unwrap();
+        tx.send(ToIndex::Batch(vec![del("c")])).unwrap();
+        let (ack, _done) = std::sync::mpsc::sync_channel(1);
+        tx.send(ToIndex::Flushed(ack)).unwrap();
+        tx.send(ToIndex::Batch(vec![del("d")])).unwrap();
+        let (batch, flushed) = take_waiting(&rx, vec![del("x")]);
+        assert_eq!(ids(&batch), ["x", "a", "b", "c"]);
+        assert!(flushed.is_some());
+        // what is left is taken next; nothing waiting: the batch alone
+        let (batch, flushed) = take_waiting(&rx, vec![del("y")]);
+        assert_eq!(ids(&batch), ["y", "d"]);
+        assert!(flushed.is_none());
+        // at most EXTRACT_AT_MOST items at once (whole batches)
+        for _ in 0..EXTRACT_AT_MOST / INDEX_BATCH + 1 {
+            tx.send(ToIndex::Batch((0..INDEX_BATCH).map(|_| del("z")).collect()))
+                .unwrap();
+        }
+        let (batch, _) = take_waiting(&rx, Vec::new());
+        assert_eq!(batch.len(), EXTRACT_AT_MOST);
+        assert!(matches!(rx.try_recv(), Ok(ToIndex::Batch(_))));
     }
 
     /// Items named together are read as of one commit, in order, several at once.
