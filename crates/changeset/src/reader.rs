@@ -198,6 +198,12 @@ impl Lines {
             self.last = base + last as u64 + 1;
         }
     }
+
+    /// Counts the newlines of content that is skipped.
+    fn skip(&mut self, bytes: &[u8], base: u64) -> Taken {
+        self.add(bytes, base);
+        Taken::Skipped
+    }
 }
 
 struct Parser<R: BufRead> {
@@ -672,7 +678,7 @@ fn take_event(
             let s = t
                 .decode()
                 .map_err(|e| (start, format!("invalid CDATA encoding: {e}")))?;
-            lines.add(s.as_bytes(), start + 9);
+            lines.add(s.as_bytes(), start + "<![CDATA[".len() as u64);
             text.push_str(&s);
             Taken::Text
         }
@@ -726,22 +732,11 @@ fn take_event(
         }
         Event::End(_) => Taken::End,
         Event::Eof => Taken::Eof,
-        Event::Comment(c) => {
-            lines.add(&c, start + 4);
-            Taken::Skipped
-        }
-        Event::PI(p) => {
-            lines.add(&p, start + 2);
-            Taken::Skipped
-        }
-        Event::Decl(d) => {
-            lines.add(&d, start + 2);
-            Taken::Skipped
-        }
-        Event::DocType(d) => {
-            lines.add(&d, start + 9);
-            Taken::Skipped
-        }
+        // skipped content's newlines, from where it starts after its markup
+        Event::Comment(c) => lines.skip(&c, start + "<!--".len() as u64),
+        Event::PI(p) => lines.skip(&p, start + "<?".len() as u64),
+        Event::Decl(d) => lines.skip(&d, start + "<?".len() as u64),
+        Event::DocType(d) => lines.skip(&d, start + "<!DOCTYPE".len() as u64),
         // expand_empty_elements turns Empty into Start + End
         Event::Empty(_) => Taken::Skipped,
     })
@@ -873,6 +868,10 @@ mod tests {
         let e = read(doc).unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(e.message.contains("bogus"), "{e}");
+        // and so do the newlines of skipped content and of CDATA
+        let doc = "<?xml version='1.0'\n?><!-- a\nb --><changeset><?pi \n?><set-item id='a'><properties><struct><entry name='d'><string><![CDATA[x\ny]]></string></entry>\n  <bogus/></struct></properties></set-item></changeset>";
+        let e = read(doc).unwrap_err();
+        assert_eq!((e.line, e.column), (6, 3), "{e}");
     }
 
     #[test]
