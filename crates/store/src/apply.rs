@@ -1,7 +1,8 @@
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::fs;
 use std::io::{self, BufReader, Read, Write};
 use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
 
 use discern_changeset::{
     read_changeset, Action, ChangesetWriter, ParseError, ReadSummary, RemoveWhat,
@@ -13,7 +14,7 @@ use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, Table, Wr
 use crate::journal::Entry;
 use crate::log::{LogWriter, Staged};
 use crate::meta::{ChangesetMeta, ChangesetType};
-use crate::prefetch::{Prefetch, Reader};
+use crate::pages::{ItemsTable, ReadAhead};
 use crate::{db_err, Store, CATALOG, ITEMS};
 
 /// A changeset as another engine's listing describes it.
@@ -367,11 +368,16 @@ pub(crate) const DURABLE_COMMIT_ITEMS: u64 = 10_000;
 /// Actions per message from an apply's parser thread to its store side.
 const ACTION_BATCH: usize = 64;
 
+/// Reader threads (`pages`) one batch's items are read ahead by: a few reads in flight
+/// for the one store thread (two did no better than four, session 39).
+const READ_AHEAD_THREADS: usize = 4;
+
 /// Applies `body`'s actions to the items in `txn` with `ty`'s item-set semantics,
 /// calling `on_change` with every change: the number of actions and what they did.
 /// The document is parsed on a thread of its own while this one reads and writes the
 /// item store, so that the two halves of an apply overlap; the items the parser hands
-/// over are read ahead meanwhile (`prefetch`).
+/// over are read ahead meanwhile (`pages`), through a read transaction of the last
+/// commit, until this thread has applied every action.
 fn apply_items(
     db: &Database,
     txn: &WriteTransaction,
@@ -388,24 +394,46 @@ fn apply_items(
     }
     let mut named: HashSet<String> = HashSet::new();
     let mut scratch = Vec::with_capacity(1024);
-    // (an empty store has no pages to read ahead)
-    let ahead = if items.is_empty().map_err(db_err)? {
+    // (an empty store has no pages to read ahead; a read ahead that cannot start only
+    // costs the reads)
+    let last_commit: Option<Arc<ItemsTable>> = if items.is_empty().map_err(db_err)? {
         None
     } else {
-        Some(Prefetch::new())
+        (db.begin_read().ok())
+            .and_then(|read| read.open_table(ITEMS).ok())
+            .map(Arc::new)
+    };
+    // the batches being read ahead, in the order they are handed over, until the store
+    // side is done with each
+    let reading: Mutex<VecDeque<ReadAhead>> = Mutex::new(VecDeque::new());
+    let read_ahead = |batch: &[Action]| {
+        if let Some(table) = &last_commit {
+            let ids = batch.iter().map(|a| a.id().to_string()).collect();
+            let job = ReadAhead::start_on(table, ids, READ_AHEAD_THREADS);
+            if let Ok(mut reading) = reading.lock() {
+                reading.push_back(job);
+            }
+        }
     };
     let (parsed, applied) = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Action>>(16);
-        let reader = ahead.as_ref().and_then(|a| a.start(scope, db));
+        let read_ahead = &read_ahead;
         let parser = std::thread::Builder::new()
             .name("changeset-parse".into())
-            .spawn_scoped(scope, move || parse_in_batches(body, &tx, reader.as_ref()))
+            .spawn_scoped(scope, move || parse_in_batches(body, &tx, read_ahead))
             .map_err(|e| Error::Internal(format!("cannot start the changeset parser: {e}")))?;
         let mut applied = Ok(());
         // where the store side's time goes (logged at debug level)
         let started = std::time::Instant::now();
         let mut waited = std::time::Duration::ZERO;
         let mut idle_since = started;
+        let mut read_ahead = 0;
+        // what is not read ahead of a batch once it is applied is not needed (each batch's
+        // read-ahead was queued before the batch was sent: it is the oldest left)
+        let mut batch_applied = || {
+            let done = reading.lock().ok().and_then(|mut r| r.pop_front());
+            read_ahead += done.map_or(0, |d| d.taken());
+        };
         'batches: for batch in rx {
             waited += idle_since.elapsed();
             for action in batch {
@@ -417,15 +445,15 @@ fn apply_items(
                     break 'batches;
                 }
             }
+            batch_applied();
             idle_since = std::time::Instant::now();
         }
-        if let Some(ahead) = &ahead {
-            ahead.stop();
-        }
+        // (after an error: what is left)
+        drop(reading.lock().map(|mut r| std::mem::take(&mut *r)));
         tracing::debug!(
             us = started.elapsed().as_micros() as u64,
             parser_wait_us = waited.as_micros() as u64,
-            read_ahead = ahead.as_ref().map_or(0, Prefetch::items_read),
+            read_ahead,
             "actions applied"
         );
         let parsed = parser
@@ -459,17 +487,15 @@ fn apply_items(
 }
 
 /// Parses `body`, handing its actions to the store side (`tx`) in batches of
-/// `ACTION_BATCH`, and each batch's items to `reader` to be read ahead. Stops with an
-/// error once the store side has stopped taking them (its error is the apply's).
+/// `ACTION_BATCH`, each batch first to `read_ahead`. Stops with an error once the store
+/// side has stopped taking them (its error is the apply's).
 fn parse_in_batches(
     body: impl Read,
     tx: &SyncSender<Vec<Action>>,
-    reader: Option<&Reader>,
+    read_ahead: &dyn Fn(&[Action]),
 ) -> std::result::Result<ReadSummary, ApplyError> {
     let hand_over = |batch: Vec<Action>| {
-        if let Some(reader) = reader {
-            reader.read(&batch);
-        }
+        read_ahead(&batch);
         tx.send(batch)
             .map_err(|_| ApplyError::Other(Error::Internal("the apply stopped".into())))
     };
@@ -746,18 +772,21 @@ mod tests {
                 .collect::<String>()
         );
         let (tx, batches) = std::sync::mpsc::sync_channel(ids.len());
-        let (ahead_tx, ahead) = std::sync::mpsc::sync_channel(ids.len());
-        let reader = Reader::queueing_into(ahead_tx);
-        let summary = parse_in_batches(doc.as_bytes(), &tx, Some(&reader))
+        let read = std::cell::RefCell::new(Vec::new());
+        let read_ahead = |batch: &[Action]| {
+            read.borrow_mut()
+                .extend(batch.iter().map(|a| a.id().to_string()))
+        };
+        let summary = parse_in_batches(doc.as_bytes(), &tx, &read_ahead)
             .unwrap_or_else(|_| panic!("a valid changeset"));
         assert_eq!(summary.actions, 150);
-        drop((tx, reader));
+        drop(tx);
         let applied: Vec<String> = batches
             .iter()
             .flatten()
             .map(|a: Action| a.id().to_string())
             .collect();
-        let read: Vec<String> = ahead.iter().flatten().collect();
+        let read = read.into_inner();
         assert_eq!(applied, ids);
         assert_eq!(read, ids);
     }

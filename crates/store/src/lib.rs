@@ -13,7 +13,6 @@ mod journal;
 mod log;
 mod meta;
 mod pages;
-mod prefetch;
 
 pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use log::{threads_started as log_threads_started, LogWriter};

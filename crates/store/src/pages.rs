@@ -1,5 +1,5 @@
-//! Reading a few named items' pages several at once: the items of a query's page, or
-//! those `/ws/items` names.
+//! Reading a few named items' pages several at once: the items of a query's page, those
+//! `/ws/items` names, or those an apply is about to change.
 //!
 //! A query page's properties are read from the item store one record after the other.
 //! On a store larger than what stays in memory (the pages of a million-item store are
@@ -11,6 +11,12 @@
 //! its reads then find the pages in memory, or already on their way. The caller never
 //! waits for these threads; when its pages were in memory anyway, it is done before
 //! they start, and they stop.
+//!
+//! An apply's write transaction reads every page on the path from the root to each
+//! item's leaf, on its one store thread. As the parser hands a batch of actions over,
+//! their ids come here too, read through a read transaction of the last commit (the
+//! tree the write transaction starts from), so that the leaves are in memory — redb's
+//! cache and the OS's — when the store thread reaches them.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -23,7 +29,8 @@ pub(crate) type ItemsTable = ReadOnlyTable<&'static str, &'static [u8]>;
 
 /// Reader threads: enough reads in flight for most of a page of 20 at once (8 left a
 /// cold page 50 µs slower at the median, 20 did no better than 16).
-/// They only wait on the disk; they take almost no processor time.
+/// A query's reads mostly wait on the disk; an apply's copy its pages (it keeps at
+/// most four of them busy per batch, `apply::READ_AHEAD_THREADS`).
 const THREADS: usize = 16;
 
 /// Jobs waiting for a reader thread. When they are this many, a caller reads on its own.
@@ -46,8 +53,9 @@ struct Job {
     ids: Vec<String>,
     /// The next id a reader thread takes.
     next: AtomicUsize,
-    /// Reader threads the job was handed to.
+    /// Reader threads the job was handed to, and how many it wants at most.
     handed: AtomicUsize,
+    wanted: usize,
     /// Set when the caller is done: what is not read by then is not needed.
     done: AtomicBool,
 }
@@ -78,20 +86,22 @@ fn serve(rx: &Mutex<Receiver<Arc<Job>>>) {
             Err(_) => return,
         };
         let Ok(job) = job else { return };
-        // Each thread that takes the job hands it on to one more before it reads, until
-        // enough threads read it: none is woken for a caller that is already done (its
-        // pages were in memory).
-        let wanted = job.ids.len().min(THREADS);
-        let more = !job.done.load(Ordering::Relaxed)
-            && job.next.load(Ordering::Relaxed) < job.ids.len()
-            && job.handed.fetch_add(1, Ordering::Relaxed) < wanted;
-        if more {
+        if wants_one_more(&job) {
             if let Some(pool) = pool() {
                 let _ = pool.try_send(job.clone());
             }
         }
         read(&job);
     }
+}
+
+/// Whether the thread that took `job` hands it on to one more before it reads: each does
+/// until `wanted` threads have it, so that none is woken for a caller that is already
+/// done (its pages were in memory) or for ids all taken.
+fn wants_one_more(job: &Job) -> bool {
+    !job.done.load(Ordering::Relaxed)
+        && job.next.load(Ordering::Relaxed) < job.ids.len()
+        && job.handed.fetch_add(1, Ordering::Relaxed) < job.wanted
 }
 
 /// Reads the job's items until every one is taken or the caller is done.
@@ -114,6 +124,11 @@ impl ReadAhead {
     /// Hands `ids` to a reader thread, which hands them on (never waiting for a queue
     /// with room).
     pub(crate) fn start(table: &Arc<ItemsTable>, ids: Vec<String>) -> ReadAhead {
+        Self::start_on(table, ids, THREADS)
+    }
+
+    /// `start`, read by at most `threads` reader threads.
+    pub(crate) fn start_on(table: &Arc<ItemsTable>, ids: Vec<String>, threads: usize) -> ReadAhead {
         let Some(pool) = pool().filter(|_| ids.len() > 1) else {
             return ReadAhead { job: None };
         };
@@ -121,6 +136,7 @@ impl ReadAhead {
             table: table.clone(),
             next: AtomicUsize::new(0),
             handed: AtomicUsize::new(1),
+            wanted: ids.len().min(threads),
             done: AtomicBool::new(false),
             ids,
         });
@@ -130,9 +146,8 @@ impl ReadAhead {
         ReadAhead { job: Some(job) }
     }
 
-    /// Ids the reader threads have taken so far (tests).
-    #[cfg(test)]
-    fn taken(&self) -> usize {
+    /// Ids the reader threads have taken so far.
+    pub(crate) fn taken(&self) -> usize {
         self.job
             .as_ref()
             .map_or(0, |j| j.next.load(Ordering::Relaxed).min(j.ids.len()))
@@ -195,10 +210,29 @@ mod tests {
             ids: vec!["i0".into(), "i1".into(), "i2".into()],
             next: AtomicUsize::new(0),
             handed: AtomicUsize::new(1),
+            wanted: 3,
             done: AtomicBool::new(true),
         };
         read(&job);
         assert_eq!(job.next.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_job_goes_to_no_more_threads_than_it_wants() {
+        let (_dir, table) = table_of(3);
+        for wanted in [1, 2, 4] {
+            let job = Job {
+                table: table.clone(),
+                ids: vec!["i0".into(), "i1".into(), "i2".into()],
+                next: AtomicUsize::new(0),
+                handed: AtomicUsize::new(1),
+                wanted,
+                done: AtomicBool::new(false),
+            };
+            // the thread it was sent to, then each one it is handed on to
+            let handed_on = (0..8).take_while(|_| wants_one_more(&job)).count();
+            assert_eq!(handed_on, wanted - 1, "wanted {wanted}");
+        }
     }
 
     #[test]
