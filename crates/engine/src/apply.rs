@@ -37,7 +37,7 @@ const TRIM_AFTER_ITEMS: u64 = 10_000;
 const SPARE_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An item change with its values extracted, ready for the index builder.
-enum Extracted {
+pub(crate) enum Extracted {
     Upsert(discern_index::DocId, DocValues, u64),
     Delete(String),
     Clear,
@@ -98,13 +98,7 @@ fn index_changes<'w>(
                     return Indexed::Prepared(prepared);
                 }
             };
-            for ch in batch {
-                match ch {
-                    Extracted::Upsert(id, values, errors) => b.upsert_values(id, values, errors),
-                    Extracted::Delete(id) => b.delete(&id),
-                    Extracted::Clear => b.clear(),
-                }
-            }
+            build(&mut b, batch);
         }
         Indexed::Open(b)
     })
@@ -126,8 +120,19 @@ fn take_waiting(
     (batch, None)
 }
 
+/// Takes an extracted batch into `b`, in order.
+pub(crate) fn build(b: &mut discern_index::Builder<'_>, batch: Vec<Extracted>) {
+    for ch in batch {
+        match ch {
+            Extracted::Upsert(id, values, errors) => b.upsert_values(id, values, errors),
+            Extracted::Delete(id) => b.delete(&id),
+            Extracted::Clear => b.clear(),
+        }
+    }
+}
+
 /// A batch's values, extracted across the rayon pool, in the batch's order.
-fn extract_batch(base: &Snapshot, batch: Vec<ItemChange>) -> Vec<Extracted> {
+pub(crate) fn extract_batch(base: &Snapshot, batch: Vec<ItemChange>) -> Vec<Extracted> {
     batch
         .into_par_iter()
         .filter_map(|ch| match ch {
@@ -464,7 +469,7 @@ impl Engine {
 
     /// Folds the did-you-mean dictionaries' overlays into new bases off the apply path,
     /// then installs them under the writer lock (one merge at a time).
-    fn merge_terms_in_background(&self) {
+    pub(crate) fn merge_terms_in_background(&self) {
         if self.merging_terms.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -17,6 +17,7 @@ pub mod stats;
 pub use config::Config;
 pub use discern_store::ItemReader;
 pub use respond::{export_line_meta, query_response, QueryResponse};
+pub use saved::Populated;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -235,24 +236,70 @@ impl Engine {
         self.writer.clone().blocking_lock_owned()
     }
 
-    /// Builds the index from the item store with the current dimensions and makes the
-    /// engine queryable. Holds the writer, so no apply interleaves.
-    pub fn populate(&self, guard: &mut WriterGuard) -> Result<()> {
+    /// Makes the index of the item store with the current dimensions — the saved index
+    /// (`saved.rs`), caught up over the deltas applied since it was saved, else built
+    /// from the item store — and makes the engine queryable. Holds the writer, so no
+    /// apply interleaves.
+    pub fn populate(&self, guard: &mut WriterGuard) -> Result<Populated> {
         let doc = self.dims_doc.load_full();
         let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
-        match self.load_saved_index(&dims, &doc) {
-            Some((snap, writer)) => {
-                self.item_errors.store(writer.errors, Ordering::Relaxed);
+        let how = match self.load_saved_index(&dims, &doc) {
+            Some(saved::Saved {
+                snap,
+                writer,
+                since,
+            }) => {
                 guard.index = writer;
-                build_before_reading(&snap);
-                self.snapshot.store(Arc::new(snap));
-                process::release_free_memory();
+                let caught_up = if since.is_empty() {
+                    Ok((snap, Populated::Loaded))
+                } else {
+                    let started = std::time::Instant::now();
+                    let caught_up = self.catch_up(guard, &snap, &since);
+                    // (a rebuild after a failed catch-up does not hold it meanwhile)
+                    drop(snap);
+                    caught_up.map(|(snap, items)| {
+                        let how = Populated::CaughtUp {
+                            changesets: since.len(),
+                            items,
+                        };
+                        tracing::info!(
+                            changesets = since.len(),
+                            items,
+                            ms = started.elapsed().as_millis() as u64,
+                            "saved index caught up"
+                        );
+                        (snap, how)
+                    })
+                };
+                match caught_up {
+                    Ok((snap, how)) => {
+                        self.item_errors
+                            .store(guard.index.errors, Ordering::Relaxed);
+                        build_before_reading(&snap);
+                        let merge =
+                            snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
+                        self.snapshot.store(Arc::new(snap));
+                        process::release_free_memory();
+                        if merge {
+                            self.merge_terms_in_background();
+                        }
+                        how
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not catch the saved index up: rebuilding");
+                        self.rebuild(guard, dims)?;
+                        Populated::Rebuilt
+                    }
+                }
             }
-            None => self.rebuild(guard, dims)?,
-        }
+            None => {
+                self.rebuild(guard, dims)?;
+                Populated::Rebuilt
+            }
+        };
         self.queryable.store(true, Ordering::Release);
         self.refresh_gauges();
-        Ok(())
+        Ok(how)
     }
 
     fn rebuild(&self, guard: &mut WriterGuard, dims: Arc<Dimensions>) -> Result<()> {

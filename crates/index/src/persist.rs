@@ -487,6 +487,16 @@ pub fn load<R: Read + Send>(
     r: R,
     len: u64,
 ) -> Result<(Snapshot, IndexWriter), LoadError> {
+    load_if(dims, |h| h == header, r, len)
+}
+
+/// `load`, for a file whose header `accept` takes (any other is `Stale`).
+pub fn load_if<R: Read + Send>(
+    dims: Arc<Dimensions>,
+    accept: impl FnOnce(&[u8]) -> bool,
+    r: R,
+    len: u64,
+) -> Result<(Snapshot, IndexWriter), LoadError> {
     let mut r = BlockReader { r, left: len };
     let mut head = [0u8; 12];
     r.r.read_exact(&mut head)?;
@@ -497,7 +507,7 @@ pub fn load<R: Read + Send>(
     if u32::from_le_bytes([head[8], head[9], head[10], head[11]]) != FORMAT {
         return Err(LoadError::Stale);
     }
-    if r.block()? != header {
+    if !accept(&r.block()?) {
         return Err(LoadError::Stale);
     }
     let counts = r.block()?;

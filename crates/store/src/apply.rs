@@ -1006,4 +1006,49 @@ mod tests {
         assert!(body.contains("<set-item id=\"d2\">"));
         assert_eq!(s.list(false).unwrap().len(), 1);
     }
+
+    /// The changesets listed after a state, while the catalog lists them all.
+    #[test]
+    fn changesets_listed_since_a_state() {
+        let (_d, s) = store();
+        assert_eq!(
+            s.listed_since(&s.state_token().unwrap()).unwrap(),
+            Some(vec![])
+        );
+        let mut tokens = vec![s.state_token().unwrap()];
+        for i in 0..3 {
+            apply(
+                &s,
+                ChangesetType::Delta,
+                &format!("<changeset><add-item id='d{i}'/></changeset>"),
+            )
+            .unwrap();
+            tokens.push(s.state_token().unwrap());
+        }
+        let all = s.list(true).unwrap();
+        for (k, token) in tokens.iter().enumerate() {
+            assert_eq!(s.listed_since(token).unwrap().unwrap(), all[k..], "{token}");
+        }
+        // a state the catalog never listed
+        let other_md5 = tokens[1].replace(&all[0].md5, "0123456789abcdef0123456789abcdef");
+        for token in [
+            "changeset 1 nope nope",
+            "changeset x",
+            "",
+            other_md5.as_str(),
+        ] {
+            assert_eq!(s.listed_since(token).unwrap(), None, "{token}");
+        }
+        // retention retires the state's changeset and those after it (two snapshots kept)
+        for i in 0..3 {
+            apply(
+                &s,
+                ChangesetType::Snapshot,
+                &format!("<changeset><add-item id='s{i}'/></changeset>"),
+            )
+            .unwrap();
+        }
+        assert_eq!(s.listed_since(&tokens[2]).unwrap(), None);
+        assert_eq!(s.listed_since(&tokens[0]).unwrap(), None);
+    }
 }

@@ -140,6 +140,9 @@ impl Durable {
     }
 }
 
+/// `Store::state_token` of a store that has listed no changeset.
+const NO_CHANGESETS: &str = "no changesets";
+
 impl Store {
     /// Opens (creating if needed) the store in `dir`, removing orphaned changeset files.
     /// `cache_bytes` bounds the item store's page cache (redb's default, 1 GiB, would
@@ -278,9 +281,41 @@ impl Store {
                 let m = ChangesetMeta::decode(v.value())?;
                 format!("changeset {} {} {}", m.seq, m.id, m.md5)
             }
-            None => "no changesets".to_string(),
+            None => NO_CHANGESETS.to_string(),
         };
         Ok(token)
+    }
+
+    /// The changesets committed after the state `token` (a `state_token`) named, oldest
+    /// first: `None` when the catalog no longer lists every one of them (retention
+    /// retired some, or a reset cleared them) or `token` names no state it lists.
+    pub fn listed_since(&self, token: &str) -> Result<Option<Vec<ChangesetMeta>>> {
+        let all = self.list(true)?;
+        let after = if token == NO_CHANGESETS {
+            0
+        } else {
+            let mut words = token.split(' ');
+            let (Some("changeset"), Some(seq), Some(id), Some(md5), None) = (
+                words.next(),
+                words.next().and_then(|s| s.parse::<u64>().ok()),
+                words.next(),
+                words.next(),
+                words.next(),
+            ) else {
+                return Ok(None);
+            };
+            if !all
+                .iter()
+                .any(|m| m.seq == seq && m.id == id && m.md5 == md5)
+            {
+                return Ok(None);
+            }
+            seq
+        };
+        let since: Vec<ChangesetMeta> = all.into_iter().filter(|m| m.seq > after).collect();
+        // sequence numbers are consecutive: a gap is a retired changeset
+        let whole = (since.iter().enumerate()).all(|(k, m)| m.seq == after + 1 + k as u64);
+        Ok(whole.then_some(since))
     }
 
     pub fn meta(&self, id: &str) -> Result<Option<ChangesetMeta>> {
