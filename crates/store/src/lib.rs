@@ -143,6 +143,11 @@ impl Durable {
 /// `Store::state_token` of a store that has listed no changeset.
 const NO_CHANGESETS: &str = "no changesets";
 
+/// `Store::state_token` once `m` is the newest changeset listed.
+fn state_after(m: &ChangesetMeta) -> String {
+    format!("changeset {} {} {}", m.seq, m.id, m.md5)
+}
+
 impl Store {
     /// Opens (creating if needed) the store in `dir`, removing orphaned changeset files.
     /// `cache_bytes` bounds the item store's page cache (redb's default, 1 GiB, would
@@ -277,10 +282,7 @@ impl Store {
         let txn = self.db.begin_read().map_err(db_err)?;
         let table = txn.open_table(CATALOG).map_err(db_err)?;
         let token = match table.last().map_err(db_err)? {
-            Some((_, v)) => {
-                let m = ChangesetMeta::decode(v.value())?;
-                format!("changeset {} {} {}", m.seq, m.id, m.md5)
-            }
+            Some((_, v)) => state_after(&ChangesetMeta::decode(v.value())?),
             None => NO_CHANGESETS.to_string(),
         };
         Ok(token)
@@ -294,23 +296,10 @@ impl Store {
         let after = if token == NO_CHANGESETS {
             0
         } else {
-            let mut words = token.split(' ');
-            let (Some("changeset"), Some(seq), Some(id), Some(md5), None) = (
-                words.next(),
-                words.next().and_then(|s| s.parse::<u64>().ok()),
-                words.next(),
-                words.next(),
-                words.next(),
-            ) else {
-                return Ok(None);
-            };
-            if !all
-                .iter()
-                .any(|m| m.seq == seq && m.id == id && m.md5 == md5)
-            {
-                return Ok(None);
+            match all.iter().find(|m| state_after(m) == token) {
+                Some(m) => m.seq,
+                None => return Ok(None),
             }
-            seq
         };
         let since: Vec<ChangesetMeta> = all.into_iter().filter(|m| m.seq > after).collect();
         // sequence numbers are consecutive: a gap is a retired changeset
