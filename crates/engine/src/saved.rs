@@ -128,6 +128,8 @@ impl Engine {
         let file = fs::File::open(&path).ok()?;
         let started = std::time::Instant::now();
         let mut since = None;
+        // the catalog could not be read: the file may well be current, so it is kept
+        let mut unreadable = None;
         let loaded = (|| -> std::result::Result<_, LoadError> {
             let len = file.metadata()?.len();
             let accept = |header: &[u8]| {
@@ -135,10 +137,16 @@ impl Engine {
                     return false;
                 };
                 let (token, doc) = (&header[..nl], &header[nl + 1..]);
-                since = (doc == dims_doc)
-                    .then(|| std::str::from_utf8(token).ok())
-                    .flatten()
-                    .and_then(|token| self.deltas_since(token));
+                let Ok(token) = std::str::from_utf8(token) else {
+                    return false;
+                };
+                if doc != dims_doc {
+                    return false;
+                }
+                match self.deltas_since(token, CATCH_UP_AT_MOST) {
+                    Ok(found) => since = found,
+                    Err(e) => unreadable = Some(e),
+                }
                 since.is_some()
             };
             persist::load_if(
@@ -148,6 +156,12 @@ impl Engine {
                 len,
             )
         })();
+        let loaded = match (loaded, unreadable) {
+            (Err(LoadError::Stale), Some(e)) => {
+                Err(LoadError::Io(std::io::Error::other(e.to_string())))
+            }
+            (loaded, _) => loaded,
+        };
         let loaded = loaded.map(|(snap, writer)| Saved {
             snap,
             writer,
@@ -186,19 +200,21 @@ impl Engine {
 
     /// The deltas listed after the state `token` names, when a saved index of that state
     /// can be caught up over them: every changeset since still listed, none but deltas
-    /// (and checkpoints, which change no item), at most `CATCH_UP_AT_MOST` bytes.
-    fn deltas_since(&self, token: &str) -> Option<Vec<ChangesetMeta>> {
-        let since = self.store.listed_since(token).ok()??;
+    /// (and checkpoints, which change no item), at most `at_most` bytes of them.
+    fn deltas_since(&self, token: &str, at_most: u64) -> Result<Option<Vec<ChangesetMeta>>> {
+        let Some(since) = self.store.listed_since(token)? else {
+            return Ok(None);
+        };
         let mut bytes = 0;
         for m in &since {
             match m.ty {
                 ChangesetType::Delta => bytes += m.length,
                 ChangesetType::Checkpoint => {}
-                _ => return None,
+                _ => return Ok(None),
             }
         }
         let deltas = since.into_iter().filter(|m| m.ty == ChangesetType::Delta);
-        (bytes <= CATCH_UP_AT_MOST).then(|| deltas.collect())
+        Ok((bytes <= at_most).then(|| deltas.collect()))
     }
 
     /// `base` (a saved index) with every item the changesets `since` named indexed again
@@ -354,5 +370,30 @@ mod tests {
         .unwrap();
         assert_eq!(e.populate(&mut g).unwrap(), Populated::Rebuilt);
         assert!(!e.saved_path().exists());
+    }
+
+    /// A saved index is caught up over at most so many bytes of deltas: more, and it is
+    /// rebuilt instead.
+    #[test]
+    fn deltas_past_the_limit_are_not_caught_up_over() {
+        let d = tempfile::tempdir().unwrap();
+        let e = populated(d.path(), DIMS);
+        let token = e.store().state_token().unwrap();
+        apply(
+            &e,
+            &format!("<changeset>{}</changeset>", item(1, "amber", "red")),
+        );
+        apply(
+            &e,
+            &format!("<changeset>{}</changeset>", item(2, "blue", "green")),
+        );
+        let listed = e.store().list(true).unwrap();
+        let bytes: u64 = listed.iter().map(|m| m.length).sum();
+        let ids = |found: Option<Vec<ChangesetMeta>>| {
+            found.map(|v| v.into_iter().map(|m| m.id).collect::<Vec<_>>())
+        };
+        let all: Vec<String> = listed.iter().map(|m| m.id.clone()).collect();
+        assert_eq!(ids(e.deltas_since(&token, bytes).unwrap()), Some(all));
+        assert_eq!(ids(e.deltas_since(&token, bytes - 1).unwrap()), None);
     }
 }
