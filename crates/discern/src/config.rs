@@ -24,6 +24,7 @@ const KEYS: &[&str] = &[
     "retain-snapshots",
     "queryable-while-replaying",
     "store-cache",
+    "index-save-idle",
 ];
 
 /// Parses a Java-style properties file: `key = value`, `key: value`, `#`/`!` comments.
@@ -117,6 +118,11 @@ impl Settings {
         }
         c.admin_token = get("admin-token").map(str::to_string);
         c.feed = get("feed").map(str::to_string);
+        if let Some(v) = get("index-save-idle") {
+            c.index_save_idle_ms = v
+                .parse()
+                .with_context(|| format!("index-save-idle = {v:?}"))?;
+        }
         if let Some(v) = get("feed-interval") {
             c.feed_interval_ms = v
                 .parse()

@@ -1,6 +1,7 @@
-//! The index saved at shutdown (SPEC §16, restart ≤ 5 s), over real HTTP on a real data
-//! dir: a clean restart loads it and answers exactly as before; deltas applied after it
-//! (then a kill) are caught up over; a snapshot applied after it, a damaged file or
+//! The index saved at shutdown (SPEC §16, restart ≤ 5 s) and in the background, over real
+//! HTTP on a real data dir: a clean restart loads it and answers exactly as before; deltas
+//! applied after it (then a kill) are caught up over; one saved while running is loaded
+//! after a kill; a snapshot applied after it, a damaged file or
 //! other dimensions make the engine rebuild from the item store, never answer from a
 //! stale or broken index.
 
@@ -14,6 +15,11 @@ use common::{changeset, free_port, json, kill9, post_ok, request, wait_queryable
 
 /// Starts the engine with its log in `log`; waits until queryable.
 fn start_logged(data: &Path, log: &Path) -> Engine {
+    start_logged_with(data, log, &[])
+}
+
+/// `start_logged`, with environment variables `env` set.
+fn start_logged_with(data: &Path, log: &Path, env: &[(&str, &str)]) -> Engine {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_discern"))
@@ -25,6 +31,7 @@ fn start_logged(data: &Path, log: &Path) -> Engine {
             &listen,
         ])
         .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
@@ -194,6 +201,69 @@ fn deltas_after_the_save_are_caught_up_and_a_snapshot_makes_it_stale() {
         r#"{"criteria": [{"dimension": "kind", "value": "SNAP"}], "exactMatchesOnly": true}"#,
     );
     assert_eq!(r["totalSize"], 10);
+}
+
+/// Waits (at most 60 s) until a line of the log says `what` and `and`.
+fn wait_for_log(log: &Path, what: &str, and: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let said = || {
+        let text = std::fs::read_to_string(log).unwrap();
+        text.lines().any(|l| l.contains(what) && l.contains(and))
+    };
+    while !said() {
+        assert!(
+            Instant::now() < deadline,
+            "the log never said {what:?} with {and:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A change a catch-up cannot make (new dimensions, a snapshot) is saved in the
+/// background once applies pause: a kill -9 after it loses nothing, and the restart
+/// loads the index instead of rebuilding it.
+#[test]
+fn an_index_saved_while_running_is_loaded_after_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("log");
+    let quick = [("DISCERN_INDEX_SAVE_IDLE", "200")];
+    let mut e = start_logged_with(&data, &log, &quick);
+    post_ok(e.port, "/ws/dimensions", DIMS);
+    post_ok(
+        e.port,
+        "/ws/changeset?type=snapshot",
+        &changeset((0..2000).map(|i| (format!("i{i:05}"), format!("kind{}", i % 11)))),
+    );
+    // (the state a save wrote: the last changeset's id)
+    let saved = |port| {
+        let last = common::listing_ids(port).pop().unwrap();
+        wait_for_log(&log, "index saved in the background", &last);
+    };
+    saved(e.port);
+    // applies go on after a save; a snapshot makes another due
+    post_ok(
+        e.port,
+        "/ws/changeset?type=snapshot",
+        &changeset((0..1500).map(|i| (format!("i{i:05}"), format!("kind{}", i % 13)))),
+    );
+    saved(e.port);
+    let before = answers(e.port);
+    kill9(&mut e);
+    assert!(!data.join("index.tmp").exists());
+
+    let e = start_logged(&data, &log);
+    assert!(
+        log_says(&log, "saved index loaded") && !log_says(&log, "caught up"),
+        "the start did not load the index saved in the background"
+    );
+    assert_eq!(answers(e.port), before);
+    let r = json(
+        e.port,
+        "/ws/query",
+        r#"{"criteria": [{"dimension": "kind", "value": "kind3"}], "exactMatchesOnly": true}"#,
+    );
+    assert_eq!(r["datasetSize"], 1500);
 }
 
 #[test]

@@ -16,6 +16,10 @@ pub struct Config {
     /// keeps leaves a random delta rarely reads again, at 5 KiB of heap per 4 KiB page
     /// (64 MiB: +95 MB resident after ten deltas at 1M items, deltas no faster).
     pub store_cache_bytes: u64,
+    /// Applies paused this long (ms) make a background save of the index due, when a
+    /// crash would otherwise cost a rebuild or a long catch-up (`background_save.rs`);
+    /// 0: the index is saved only at shutdown.
+    pub index_save_idle_ms: u64,
 }
 
 impl Default for Config {
@@ -30,6 +34,7 @@ impl Default for Config {
             feed: None,
             feed_interval_ms: 300_000,
             store_cache_bytes: 16 << 20,
+            index_save_idle_ms: crate::background_save::SAVE_IDLE_DEFAULT.as_millis() as u64,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod alloc;
 mod apply;
+mod background_save;
 mod config;
 pub mod didyoumean;
 pub mod feed;
@@ -38,10 +39,10 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 const SYNC_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
 const SYNC_LONGEST: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Syncs the engine's item store when due, until the engine is gone. (It holds the
-/// engine while it checks or syncs, so the last `Arc` may be dropped here: code that
-/// drops an engine and opens its data dir again in the same process must wait for the
-/// store to close.)
+/// Syncs the engine's item store when due, and starts a background index save when one
+/// is due, until the engine is gone. (It holds the engine while it checks or syncs, so
+/// the last `Arc` may be dropped here: code that drops an engine and opens its data dir
+/// again in the same process must wait for the store to close.)
 fn spawn_store_sync(engine: std::sync::Weak<Engine>) -> Result<()> {
     std::thread::Builder::new()
         .name("store-sync".into())
@@ -60,6 +61,7 @@ fn spawn_store_sync(engine: std::sync::Weak<Engine>) -> Result<()> {
                     Err(e) => tracing::warn!(error = %e, "syncing the item store failed"),
                 }
             }
+            engine.save_if_due();
         })?;
     Ok(())
 }
@@ -111,6 +113,8 @@ pub struct Engine {
     /// Whether applies maintain the in-memory index (off for offline `load`).
     indexing: bool,
     merging_terms: AtomicBool,
+    /// The saved index this process knows of, and what changed since.
+    saving: Arc<background_save::Saving>,
     pub feed: feed::FeedStatus,
     /// Odd from just before an apply commits the item store until its snapshot is
     /// current (see `view`).
@@ -180,6 +184,7 @@ impl Engine {
             item_errors: AtomicU64::new(0),
             indexing,
             merging_terms: AtomicBool::new(false),
+            saving: Arc::default(),
             feed: feed_status,
             commit_seq: AtomicU64::new(0),
             me: me.clone(),
@@ -248,8 +253,10 @@ impl Engine {
                 snap,
                 writer,
                 since,
+                header,
             }) => {
                 guard.index = writer;
+                let since_bytes: u64 = since.iter().map(|m| m.length).sum();
                 let caught_up = if since.is_empty() {
                     Ok((snap, Populated::Loaded))
                 } else {
@@ -283,17 +290,21 @@ impl Engine {
                         if merge {
                             self.merge_terms_in_background();
                         }
+                        let unsaved = (how != Populated::Loaded).then_some((since_bytes, false));
+                        self.saving.started_with(Some(header), unsaved);
                         how
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "could not catch the saved index up: rebuilding");
                         self.rebuild(guard, dims)?;
+                        self.saving.started_with(Some(header), Some((0, true)));
                         Populated::Rebuilt
                     }
                 }
             }
             None => {
                 self.rebuild(guard, dims)?;
+                self.saving.started_with(None, Some((0, true)));
                 Populated::Rebuilt
             }
         };
@@ -379,6 +390,7 @@ impl Engine {
     pub fn reindex(&self, guard: &mut WriterGuard, dims: Arc<Dimensions>) -> Result<()> {
         if self.indexing {
             self.rebuild(guard, dims)?;
+            self.saving.rebuilt();
         }
         Ok(())
     }
@@ -397,6 +409,9 @@ impl Engine {
     }
 
     fn record_stored(&self, meta: &ChangesetMeta) {
+        if self.indexing {
+            self.saving.applied(meta.ty, meta.length);
+        }
         self.counters.changeset_bytes[meta.ty as usize].fetch_add(meta.length, Ordering::Relaxed);
         let family = format!("changeset.{}", meta.ty.as_str());
         self.stats.record(&family, &[("size", meta.length as f64)]);

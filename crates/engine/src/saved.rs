@@ -1,5 +1,6 @@
-//! The index saved at shutdown and loaded at start-up instead of rebuilt from the item
-//! store (SPEC §16: restart to queryable ≤ 5 s).
+//! The index saved at shutdown (and in the background, `background_save.rs`) and loaded
+//! at start-up instead of rebuilt from the item store (SPEC §16: restart to queryable
+//! ≤ 5 s).
 //!
 //! The file (`index.saved` in the data dir) starts with the item store's state token
 //! and the dimensions document it was built with. When deltas were applied after the
@@ -13,14 +14,14 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use discern_changeset::{read_changeset, ParseError};
 use discern_dimensions::Dimensions;
-use discern_index::persist::{self, LoadError};
+use discern_index::persist::{self, Encode, LoadError};
 use discern_index::{IndexWriter, Snapshot};
 use discern_model::{Error, Result};
 use discern_store::{ChangesetMeta, ChangesetType, ItemChange};
@@ -32,7 +33,7 @@ const FILE: &str = "index.saved";
 /// The most changesets' bytes (uncompressed) a saved index is caught up over: reading
 /// them and indexing the items they name again must cost less than a rebuild (~30–40 s
 /// at 1M items; the parser reads ~180 MB/s, and each named item is read and indexed).
-const CATCH_UP_AT_MOST: u64 = 256 << 20;
+pub(crate) const CATCH_UP_AT_MOST: u64 = 256 << 20;
 
 /// Items read from the store and indexed again per step of a catch-up.
 const CATCH_UP_BATCH: usize = 4096;
@@ -54,63 +55,55 @@ pub(crate) struct Saved {
     pub(crate) snap: Snapshot,
     pub(crate) writer: IndexWriter,
     pub(crate) since: Vec<ChangesetMeta>,
+    /// The file's header (the state it was saved in).
+    pub(crate) header: Vec<u8>,
 }
 
 impl Engine {
-    fn saved_path(&self) -> PathBuf {
+    pub(crate) fn saved_path(&self) -> PathBuf {
         self.store.dir().join(FILE)
     }
 
     /// What the saved index must have been built from: the item store's state and the
     /// dimensions document, byte for byte.
-    fn saved_header(&self, dims_doc: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn saved_header(&self, dims_doc: &[u8]) -> Result<Vec<u8>> {
         let mut h = self.store.state_token()?.into_bytes();
         h.push(b'\n');
         h.extend_from_slice(dims_doc);
         Ok(h)
     }
 
-    /// Writes the current index to the data dir (at shutdown). Skipped while the index
-    /// is still being built. Holds the writer, so the snapshot is the store's state.
+    /// Writes the current index to the data dir (at shutdown), unless the file there
+    /// already holds it. Holds the writer, so the snapshot is the store's state; a
+    /// background save under way is stopped. Skipped while the index is still being
+    /// built.
     pub fn save_index(&self, guard: &mut WriterGuard) -> Result<()> {
         if !self.indexing || !self.queryable.load(Ordering::Acquire) {
             return Ok(());
         }
-        let started = std::time::Instant::now();
-        let snap = self.snapshot.load_full();
         let header = self.saved_header(&self.dims_doc.load())?;
-        let path = self.saved_path();
-        // a start that loaded the file and applied nothing since has nothing to write
-        if let Ok(f) = fs::File::open(&path) {
-            let len = f.metadata()?.len();
-            if persist::has_header(BufReader::new(f), &header, len) {
-                return Ok(());
-            }
+        if self.saving.file_holds(&header) {
+            return Ok(());
         }
-        let tmp = path.with_extension("tmp");
-        let written = (|| -> Result<u64> {
-            let file = fs::File::create(&tmp)?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
-            persist::save(&snap, &guard.index, &header, &mut w)?;
-            w.flush()?;
-            let file = w.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            let len = file.metadata()?.len();
-            fs::rename(&tmp, &path)?;
-            fs::File::open(self.store.dir())?.sync_all()?;
-            Ok(len)
-        })();
+        self.saving.cancel_background();
+        let snap = self.snapshot.load_full();
+        let counts = guard.index.counts();
+        let taken = self.saving.take_unsaved();
+        let written = self.saving.write(
+            &self.saved_path(),
+            snap,
+            &counts,
+            header,
+            Encode::Parallel,
+            || true,
+        );
         match written {
-            Ok(len) => {
-                tracing::info!(
-                    mb = len >> 20,
-                    ms = started.elapsed().as_millis() as u64,
-                    "index saved"
-                );
+            Ok(written) => {
+                tracing::info!(mb = written.bytes >> 20, ms = written.ms, "index saved");
                 Ok(())
             }
             Err(e) => {
-                let _ = fs::remove_file(&tmp);
+                self.saving.put_back(taken);
                 Err(e)
             }
         }
@@ -128,6 +121,7 @@ impl Engine {
         let file = fs::File::open(&path).ok()?;
         let started = std::time::Instant::now();
         let mut since = None;
+        let mut accepted = Vec::new();
         // the catalog could not be read: the file may well be current, so it is kept
         let mut unreadable = None;
         let loaded = (|| -> std::result::Result<_, LoadError> {
@@ -147,6 +141,7 @@ impl Engine {
                     Ok(found) => since = found,
                     Err(e) => unreadable = Some(e),
                 }
+                accepted = header.to_vec();
                 since.is_some()
             };
             persist::load_if(
@@ -166,6 +161,7 @@ impl Engine {
             snap,
             writer,
             since: since.unwrap_or_default(),
+            header: accepted,
         });
         match loaded {
             Ok(found) => {

@@ -415,12 +415,44 @@ fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
     })))
 }
 
-/// Writes `snap` (and the writer's counters) after `header`.
+/// What of the writer a saved index keeps, taken together with the snapshot it goes
+/// with (while no apply can run), so that the file can be written after the writer is
+/// let go.
+#[derive(Debug, Clone)]
+pub struct WriterCounts {
+    errors: u64,
+    next: u32,
+    free: Vec<u32>,
+}
+
+impl IndexWriter {
+    pub fn counts(&self) -> WriterCounts {
+        WriterCounts {
+            errors: self.errors,
+            next: self.next,
+            free: self.free.clone(),
+        }
+    }
+}
+
+/// How many threads `save` encodes the documents on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encode {
+    /// Every core (rayon's pool): a save at shutdown, which nothing else waits for.
+    Parallel,
+    /// The calling thread only: a save while the engine serves requests.
+    OnThisThread,
+}
+
+/// Writes `snap` (and the writer's counters that go with it) after `header`. Lets go of
+/// `snap` before the documents, and of each chunk once written: a save beside applies
+/// does not hold the chunks they replaced longer than it needs them.
 pub fn save(
-    snap: &Snapshot,
-    writer: &IndexWriter,
+    snap: Arc<Snapshot>,
+    writer: &WriterCounts,
     header: &[u8],
     mut w: impl Write,
+    encode: Encode,
 ) -> io::Result<()> {
     w.write_all(MAGIC)?;
     w.write_all(&FORMAT.to_le_bytes())?;
@@ -455,27 +487,25 @@ pub fn save(
     for v in snap.vocab.iter() {
         write_block(&mut w, &encode_vocab(v.as_deref()))?;
     }
-    for batch in snap.chunks.chunks(CHUNK_BATCH) {
-        let blocks: Vec<Vec<u8>> = batch.par_iter().map(|c| encode_chunk(c)).collect();
-        for b in &blocks {
-            write_block(&mut w, b)?;
+    let chunks = snap.chunks.clone();
+    drop(snap);
+    match encode {
+        Encode::Parallel => {
+            for batch in chunks.chunks(CHUNK_BATCH) {
+                let blocks: Vec<Vec<u8>> = batch.par_iter().map(|c| encode_chunk(c)).collect();
+                for b in &blocks {
+                    write_block(&mut w, b)?;
+                }
+            }
+        }
+        Encode::OnThisThread => {
+            for c in chunks {
+                write_block(&mut w, &encode_chunk(&c))?;
+            }
         }
     }
     write_block(&mut w, b"end")?;
     w.flush()
-}
-
-/// Whether the file `r` is a saved index of this format with `header` (reads only the
-/// start of it).
-pub fn has_header(r: impl Read, header: &[u8], len: u64) -> bool {
-    let mut r = BlockReader { r, left: len };
-    let mut head = [0u8; 12];
-    if r.r.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
-        return false;
-    }
-    r.left = r.left.saturating_sub(12);
-    u32::from_le_bytes([head[8], head[9], head[10], head[11]]) == FORMAT
-        && r.block().is_ok_and(|h| h == header)
 }
 
 /// Reads a file `save` wrote, if its header is `header` and its dimensions count is
@@ -843,7 +873,14 @@ mod tests {
 
     fn saved(snap: &Snapshot, w: &IndexWriter, header: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        save(snap, w, header, &mut out).unwrap();
+        save(
+            Arc::new(snap.clone()),
+            &w.counts(),
+            header,
+            &mut out,
+            Encode::Parallel,
+        )
+        .unwrap();
         out
     }
 
@@ -879,6 +916,12 @@ mod tests {
             let snap = b.commit();
 
             let file = saved(&snap, &w, b"state 7");
+            // encoded on one thread: the same bytes
+            let counts = w.counts();
+            let mut one = Vec::new();
+            let shared = Arc::new(snap.clone());
+            save(shared, &counts, b"state 7", &mut one, Encode::OnThisThread).unwrap();
+            prop_assert!(one == file);
             let (loaded, mut lw) = reload(&file, b"state 7").unwrap();
             assert_same(&snap, &loaded);
             prop_assert_eq!(lw.errors, w.errors);
@@ -897,6 +940,18 @@ mod tests {
             let (s1, s2) = (apply(&mut w, &snap), apply(&mut lw, &loaded));
             prop_assert_eq!(&w.free, &lw.free);
             assert_same(&s1, &s2);
+            // counts taken with a snapshot still save that snapshot once the writer
+            // has moved on (its text vocabularies, shared and only appended to, may
+            // number more tokens by then)
+            let mut later_save = Vec::new();
+            let shared = Arc::new(snap.clone());
+            save(shared, &counts, b"state 7", &mut later_save, Encode::OnThisThread).unwrap();
+            let (later_loaded, mut llw) = reload(&later_save, b"state 7").unwrap();
+            assert_same(&snap, &later_loaded);
+            prop_assert_eq!(llw.errors, lw.errors);
+            let s3 = apply(&mut llw, &later_loaded);
+            prop_assert_eq!(&w.free, &llw.free);
+            assert_same(&s1, &s3);
         }
     }
 
@@ -986,11 +1041,6 @@ mod tests {
         other[8] ^= 0xff; // FORMAT
         assert!(matches!(reload(&other, b"state 1"), Err(LoadError::Stale)));
         assert!(reload(&file, b"state 1").is_ok());
-        let len = file.len() as u64;
-        assert!(has_header(&file[..], b"state 1", len));
-        assert!(!has_header(&file[..], b"state 2", len));
-        assert!(!has_header(&other[..], b"state 1", len));
-        assert!(!has_header(&file[..20], b"state 1", 20));
     }
 
     #[test]
