@@ -248,6 +248,12 @@ fn an_index_saved_while_running_is_loaded_after_a_kill() {
         &changeset((0..1500).map(|i| (format!("i{i:05}"), format!("kind{}", i % 13)))),
     );
     saved(e.port);
+    let metrics = common::get_text(e.port, "/ws/metrics");
+    assert!(
+        metrics.contains("engine_index_unsaved_rebuild 0\n"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("engine_index_saves_total{result=\"saved\"} 0\n"));
     let before = answers(e.port);
     kill9(&mut e);
     assert!(!data.join("index.tmp").exists());

@@ -22,6 +22,7 @@ use discern_model::Result;
 use discern_store::ChangesetType;
 use parking_lot::Mutex;
 
+use crate::metrics::IndexSaveFigures;
 use crate::{process, Engine};
 
 /// Applies pausing this long make a save due, by default (`index-save-idle`).
@@ -122,6 +123,11 @@ pub(crate) struct Saving {
     cancelled: AtomicU64,
     /// No background save starts before this (after one failed).
     not_before: Mutex<Option<Instant>>,
+    /// Saves written, failed, stopped; nanoseconds spent writing (metrics).
+    saved: AtomicU64,
+    failed: AtomicU64,
+    stopped: AtomicU64,
+    nanos: AtomicU64,
 }
 
 /// A saved file written.
@@ -131,6 +137,18 @@ pub(crate) struct Written {
 }
 
 impl Saving {
+    pub(crate) fn figures(&self) -> IndexSaveFigures {
+        let unsaved = *self.unsaved.lock();
+        IndexSaveFigures {
+            saved: self.saved.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            stopped: self.stopped.load(Ordering::Relaxed),
+            seconds: self.nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            unsaved_delta_bytes: unsaved.map_or(0, |u| u.delta_bytes),
+            unsaved_rebuild: unsaved.is_some_and(|u| u.rebuild),
+        }
+    }
+
     pub(crate) fn file_holds(&self, header: &[u8]) -> bool {
         self.file.lock().as_deref() == Some(header)
     }
@@ -229,9 +247,12 @@ impl Saving {
             }
             Ok(len)
         })();
+        self.nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match written {
             Ok(bytes) => {
                 *self.file.lock() = Some(header);
+                self.saved.fetch_add(1, Ordering::Relaxed);
                 Ok(Written {
                     bytes,
                     ms: started.elapsed().as_millis() as u64,
@@ -239,6 +260,8 @@ impl Saving {
             }
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
+                let result = if go_on() { &self.failed } else { &self.stopped };
+                result.fetch_add(1, Ordering::Relaxed);
                 Err(e)
             }
         }
@@ -402,6 +425,8 @@ mod tests {
         let saving = Saving::default();
         saving.applied(ChangesetType::Delta, 60);
         saving.applied(ChangesetType::Delta, 50);
+        let f = saving.figures();
+        assert_eq!((f.unsaved_delta_bytes, f.unsaved_rebuild), (110, false));
         let taken = saving.take_unsaved().unwrap();
         assert_eq!((taken.delta_bytes, taken.rebuild), (110, false));
         assert!(saving.take_unsaved().is_none());
@@ -477,6 +502,21 @@ mod tests {
             .unwrap();
         assert!(saving.file_holds(b"two"));
         assert_ne!(std::fs::read(&path).unwrap(), before);
+        let f = saving.figures();
+        assert_eq!((f.saved, f.failed, f.stopped), (2, 0, 1));
+        // a write that fails (no such directory) counts as failed
+        let nowhere = d.path().join("gone").join("index.saved");
+        let failed = saving.write(
+            &nowhere,
+            snap.clone(),
+            &counts,
+            b"3".to_vec(),
+            Encode::OnThisThread,
+            || true,
+        );
+        assert!(failed.is_err());
+        assert!(saving.file_holds(b"two"));
+        assert_eq!(saving.figures().failed, 1);
     }
 
     /// The engine saves its index in the background once applies pause, when a crash

@@ -514,6 +514,7 @@ impl Engine {
                 })
                 .collect(),
             checkpoint_seconds: c.checkpoint_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            index_saves: self.saving.figures(),
             feed: self.config.feed.as_ref().map(|_| self.feed.figures()),
         };
         metrics::render(&self.http, pool, &figures)

@@ -255,8 +255,24 @@ pub struct EngineFigures {
     pub deleted: u64,
     pub changeset_bytes: Vec<(&'static str, u64)>,
     pub checkpoint_seconds: f64,
+    pub index_saves: IndexSaveFigures,
     /// `(lag in changesets, last success as Unix seconds)` when following a feed.
     pub feed: Option<(u64, f64)>,
+}
+
+/// The saved index (`background_save.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IndexSaveFigures {
+    /// Saves written, failed, and stopped by the shutdown save.
+    pub saved: u64,
+    pub failed: u64,
+    pub stopped: u64,
+    pub seconds: f64,
+    /// Deltas' bytes applied since the last save took its snapshot.
+    pub unsaved_delta_bytes: u64,
+    /// Whether a change a catch-up cannot make came since: a restart after a crash now
+    /// would rebuild the index.
+    pub unsaved_rebuild: bool,
 }
 
 /// Figures of the tokio runtime serving HTTP.
@@ -793,6 +809,37 @@ fn render_engine(o: &mut Out, e: &EngineFigures) {
         "Time spent writing checkpoints.",
         e.checkpoint_seconds,
     );
+    let saves = &e.index_saves;
+    o.family(
+        "engine_index_saves_total",
+        "counter",
+        "Saves of the index to the data dir, by result (stopped: by the save at shutdown).",
+    );
+    for (result, v) in [
+        ("saved", saves.saved),
+        ("failed", saves.failed),
+        ("stopped", saves.stopped),
+    ] {
+        o.sample("engine_index_saves_total", &[("result", result)], v as f64);
+    }
+    o.one(
+        "engine_index_save_seconds_total",
+        "counter",
+        "Time spent saving the index.",
+        saves.seconds,
+    );
+    o.one(
+        "engine_index_unsaved_delta_bytes",
+        "gauge",
+        "Uncompressed bytes of the deltas applied since the last index save took its snapshot.",
+        saves.unsaved_delta_bytes as f64,
+    );
+    o.one(
+        "engine_index_unsaved_rebuild",
+        "gauge",
+        "1 when a change a catch-up cannot make is not yet saved: a restart after a crash would rebuild the index.",
+        if saves.unsaved_rebuild { 1.0 } else { 0.0 },
+    );
     if let Some((lag, last)) = e.feed {
         o.one(
             "engine_feed_lag_changesets",
@@ -898,6 +945,11 @@ mod tests {
                 deleted: 0,
                 changeset_bytes: vec![("delta", 5)],
                 checkpoint_seconds: 0.5,
+                index_saves: IndexSaveFigures {
+                    saved: 3,
+                    unsaved_rebuild: true,
+                    ..IndexSaveFigures::default()
+                },
                 feed: Some((0, 1.0)),
             },
         )
@@ -921,9 +973,13 @@ mod tests {
             "webapp_requests_total",
             "engine_applied_changeset_action_total",
             "engine_didyoumean_terms",
+            "engine_index_saves_total",
+            "engine_index_unsaved_rebuild",
         ] {
             assert!(names.contains(f), "{f} missing");
         }
+        assert!(text.contains("engine_index_saves_total{result=\"saved\"} 3\n"));
+        assert!(text.contains("engine_index_unsaved_rebuild 1\n"));
         assert!(
             text.contains("engine_didyoumean_terms{dimension=\"title\"} 7\n"),
             "dictionary sizes are labelled by dimension"
