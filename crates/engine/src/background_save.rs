@@ -268,6 +268,13 @@ impl Saving {
     }
 }
 
+/// Deletes the temp file a save that a crash cut short left beside `path` (up to the
+/// index's size on disk), unless a save is writing it now.
+pub(crate) fn remove_unfinished(path: &Path) {
+    let _no_save_writing = WRITING.lock();
+    let _ = std::fs::remove_file(path.with_extension("tmp"));
+}
+
 /// A writer that fails once `go_on` turns false (a save stopped).
 struct StopWriter<'a, W, F> {
     inner: W,
