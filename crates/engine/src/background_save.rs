@@ -294,6 +294,13 @@ impl<W: std::io::Write, F: Fn() -> bool> std::io::Write for StopWriter<'_, W, F>
     }
 }
 
+/// The save seeks back to put a streamed block's length before it.
+impl<W: std::io::Seek, F> std::io::Seek for StopWriter<'_, W, F> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(to)
+    }
+}
+
 /// Lowers the calling thread's scheduling priority, so that a save running beside
 /// requests takes the cores they leave.
 fn lower_this_threads_priority() {

@@ -14,7 +14,7 @@
 //! catch a torn or damaged file; decoding checks every length and value besides, so a
 //! bad file is an error, never a panic or a wrong index.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use discern_dimensions::{Dimensions, IndexedValue, StrList, TermList};
@@ -139,6 +139,84 @@ fn write_block(w: &mut impl Write, b: &[u8]) -> io::Result<()> {
     w.write_all(&(b.len() as u64).to_le_bytes())?;
     w.write_all(&crc32fast::hash(b).to_le_bytes())?;
     w.write_all(b)
+}
+
+/// What a streamed block has encoded is written once it is this long; byte strings this
+/// long are written from where they are.
+const SPILL_AT: usize = 1 << 20;
+
+/// A block written while it is encoded, for the blocks that would otherwise be held
+/// whole in memory (a text dimension's postings are ~90 MB at 1M items). Its length and
+/// checksum lead it and are known only at its end, so their place is left zeroed and
+/// written last (the file is a temp file until it is complete): the bytes are those
+/// `write_block` writes.
+pub(crate) struct StreamedBlock<'w, W: Write + Seek> {
+    w: &'w mut W,
+    /// Where the block's length goes.
+    at: u64,
+    written: u64,
+    crc: crc32fast::Hasher,
+    spill_at: usize,
+    /// Encoded, not yet written.
+    pub(crate) e: Enc,
+}
+
+impl<'w, W: Write + Seek> StreamedBlock<'w, W> {
+    fn begin(w: &'w mut W, spill_at: usize) -> io::Result<Self> {
+        let at = w.stream_position()?;
+        w.write_all(&[0; 12])?;
+        Ok(StreamedBlock {
+            w,
+            at,
+            written: 0,
+            crc: crc32fast::Hasher::new(),
+            spill_at,
+            e: Enc::default(),
+        })
+    }
+
+    /// Writes what is encoded so far once there is enough of it to be worth a write.
+    pub(crate) fn spill(&mut self) -> io::Result<()> {
+        if self.e.0.len() >= self.spill_at {
+            self.write_encoded()?;
+        }
+        Ok(())
+    }
+
+    fn write_encoded(&mut self) -> io::Result<()> {
+        self.crc.update(&self.e.0);
+        self.written += self.e.0.len() as u64;
+        self.w.write_all(&self.e.0)?;
+        self.e.0.clear();
+        Ok(())
+    }
+
+    fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        self.crc.update(b);
+        self.written += b.len() as u64;
+        self.w.write_all(b)
+    }
+
+    /// Length-prefixed bytes (`Enc::bytes`), long ones written without a copy.
+    pub(crate) fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
+        if b.len() < self.spill_at {
+            self.e.bytes(b);
+            return self.spill();
+        }
+        self.e.u64(b.len() as u64);
+        self.write_encoded()?;
+        self.put(b)
+    }
+
+    fn end(mut self) -> io::Result<()> {
+        self.write_encoded()?;
+        self.w.seek(SeekFrom::Start(self.at))?;
+        self.w.write_all(&self.written.to_le_bytes())?;
+        self.w
+            .write_all(&self.crc.clone().finalize().to_le_bytes())?;
+        self.w.seek(SeekFrom::Start(self.at + 12 + self.written))?;
+        Ok(())
+    }
 }
 
 /// Reads blocks, never allocating more than the file can still hold.
@@ -344,34 +422,42 @@ fn decode_chunk(
 }
 
 fn encode_bitmap(e: &mut Enc, b: &RoaringBitmap) {
-    let mut out = Vec::with_capacity(b.serialized_size());
+    e.u64(b.serialized_size() as u64);
     // writing into a Vec cannot fail
-    let _ = b.serialize_into(&mut out);
-    e.bytes(&out);
+    let _ = b.serialize_into(&mut e.0);
 }
 
 fn decode_bitmap(d: &mut Dec<'_>) -> Result<RoaringBitmap, Corrupt> {
     RoaringBitmap::deserialize_from(d.bytes()?).map_err(|_| Corrupt("bitmap"))
 }
 
-fn encode_postings(p: Option<&DimPostings>) -> Vec<u8> {
-    let Some(p) = p else {
-        return vec![0];
-    };
-    let sets = p.map.iter().map(|(k, b)| (&k[..], b.get().bitmap()));
-    encode_postings_of(p, p.map.len(), sets)
+fn write_postings<W: Write + Seek>(
+    p: Option<&DimPostings>,
+    w: &mut W,
+    spill_at: usize,
+) -> io::Result<()> {
+    let mut out = StreamedBlock::begin(w, spill_at)?;
+    match p {
+        None => out.e.u8(0),
+        Some(p) => {
+            let sets = p.map.iter().map(|(k, b)| (&k[..], b.get().bitmap()));
+            encode_postings_of(p, p.map.len(), sets, &mut out)?;
+        }
+    }
+    out.end()
 }
 
 /// `p`'s postings block with `sets` (`n` keys and their documents, in key order) for its
 /// map's.
-fn encode_postings_of<'a>(
+fn encode_postings_of<'a, W: Write + Seek>(
     p: &DimPostings,
     n: usize,
     sets: impl Iterator<Item = (&'a [u8], std::borrow::Cow<'a, RoaringBitmap>)>,
-) -> Vec<u8> {
-    let mut e = Enc::default();
+    out: &mut StreamedBlock<'_, W>,
+) -> io::Result<()> {
+    let e = &mut out.e;
     e.u8(1);
-    encode_bitmap(&mut e, &p.has);
+    encode_bitmap(e, &p.has);
     e.u32(p.field_stats.len() as u32);
     for &(tokens, docs) in &p.field_stats {
         e.u64(tokens);
@@ -379,10 +465,11 @@ fn encode_postings_of<'a>(
     }
     e.u32(n as u32);
     for (k, b) in sets {
-        e.bytes(k);
-        encode_bitmap(&mut e, &b);
+        out.e.bytes(k);
+        encode_bitmap(&mut out.e, &b);
+        out.spill()?;
     }
-    e.0
+    Ok(())
 }
 
 fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
@@ -446,13 +533,26 @@ pub enum Encode {
 
 /// Writes `snap` (and the writer's counters that go with it) after `header`. Lets go of
 /// `snap` before the documents, and of each chunk once written: a save beside applies
-/// does not hold the chunks they replaced longer than it needs them.
+/// does not hold the chunks they replaced longer than it needs them. The postings and
+/// dictionaries are written as they are encoded (the writer seeks back to put each
+/// one's length before it), so a save needs little memory beyond the index's own.
 pub fn save(
     snap: Arc<Snapshot>,
     writer: &WriterCounts,
     header: &[u8],
-    mut w: impl Write,
+    w: impl Write + Seek,
     encode: Encode,
+) -> io::Result<()> {
+    save_spilling_at(snap, writer, header, w, encode, SPILL_AT)
+}
+
+fn save_spilling_at(
+    snap: Arc<Snapshot>,
+    writer: &WriterCounts,
+    header: &[u8],
+    mut w: impl Write + Seek,
+    encode: Encode,
+    spill_at: usize,
 ) -> io::Result<()> {
     w.write_all(MAGIC)?;
     w.write_all(&FORMAT.to_le_bytes())?;
@@ -471,18 +571,18 @@ pub fn save(
     encode_bitmap(&mut live, &snap.live_docs);
     write_block(&mut w, &live.0)?;
     for p in snap.postings.iter() {
-        write_block(&mut w, &encode_postings(p.as_deref()))?;
+        write_postings(p.as_deref(), &mut w, spill_at)?;
     }
     for t in snap.terms.iter() {
-        let mut e = Enc::default();
+        let mut out = StreamedBlock::begin(&mut w, spill_at)?;
         match t {
-            None => e.u8(0),
+            None => out.e.u8(0),
             Some(t) => {
-                e.u8(1);
-                t.encode(snap.generation, &mut e);
+                out.e.u8(1);
+                t.encode(snap.generation, &mut out)?;
             }
         }
-        write_block(&mut w, &e.0)?;
+        out.end()?;
     }
     for v in snap.vocab.iter() {
         write_block(&mut w, &encode_vocab(v.as_deref()))?;
@@ -872,16 +972,20 @@ mod tests {
     }
 
     fn saved(snap: &Snapshot, w: &IndexWriter, header: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        save(
-            Arc::new(snap.clone()),
-            &w.counts(),
-            header,
-            &mut out,
-            Encode::Parallel,
-        )
-        .unwrap();
-        out
+        saved_as(snap, &w.counts(), header, Encode::Parallel, SPILL_AT)
+    }
+
+    fn saved_as(
+        snap: &Snapshot,
+        counts: &WriterCounts,
+        header: &[u8],
+        encode: Encode,
+        spill_at: usize,
+    ) -> Vec<u8> {
+        let mut out = io::Cursor::new(Vec::new());
+        let snap = Arc::new(snap.clone());
+        save_spilling_at(snap, counts, header, &mut out, encode, spill_at).unwrap();
+        out.into_inner()
     }
 
     fn reload(file: &[u8], header: &[u8]) -> Result<(Snapshot, IndexWriter), LoadError> {
@@ -918,10 +1022,11 @@ mod tests {
             let file = saved(&snap, &w, b"state 7");
             // encoded on one thread: the same bytes
             let counts = w.counts();
-            let mut one = Vec::new();
-            let shared = Arc::new(snap.clone());
-            save(shared, &counts, b"state 7", &mut one, Encode::OnThisThread).unwrap();
+            let one = saved_as(&snap, &counts, b"state 7", Encode::OnThisThread, SPILL_AT);
             prop_assert!(one == file);
+            // the large blocks written in pieces of a few bytes: the same bytes
+            let pieces = saved_as(&snap, &counts, b"state 7", Encode::Parallel, 5);
+            prop_assert!(pieces == file);
             let (loaded, mut lw) = reload(&file, b"state 7").unwrap();
             assert_same(&snap, &loaded);
             prop_assert_eq!(lw.errors, w.errors);
@@ -943,9 +1048,7 @@ mod tests {
             // counts taken with a snapshot still save that snapshot once the writer
             // has moved on (its text vocabularies, shared and only appended to, may
             // number more tokens by then)
-            let mut later_save = Vec::new();
-            let shared = Arc::new(snap.clone());
-            save(shared, &counts, b"state 7", &mut later_save, Encode::OnThisThread).unwrap();
+            let later_save = saved_as(&snap, &counts, b"state 7", Encode::OnThisThread, SPILL_AT);
             let (later_loaded, mut llw) = reload(&later_save, b"state 7").unwrap();
             assert_same(&snap, &later_loaded);
             prop_assert_eq!(llw.errors, lw.errors);
@@ -1060,6 +1163,34 @@ mod tests {
     }
 
     #[test]
+    fn a_streamed_block_is_the_block_written_whole() {
+        let long = [9u8; 20];
+        let mut whole = Enc::default();
+        whole.u8(1);
+        whole.bytes(b"abc");
+        whole.u32(7);
+        whole.bytes(&long);
+        whole.u64(5);
+        let mut expected = b"before".to_vec();
+        write_block(&mut expected, &whole.0).unwrap();
+        expected.extend_from_slice(b"after");
+        for spill_at in [1, 3, 8, 21, SPILL_AT] {
+            let mut file = io::Cursor::new(b"before".to_vec());
+            file.seek(SeekFrom::End(0)).unwrap();
+            let mut out = StreamedBlock::begin(&mut file, spill_at).unwrap();
+            out.e.u8(1);
+            out.bytes(b"abc").unwrap();
+            out.e.u32(7);
+            out.spill().unwrap();
+            out.bytes(&long).unwrap();
+            out.e.u64(5);
+            out.end().unwrap();
+            file.write_all(b"after").unwrap();
+            assert_eq!(file.into_inner(), expected, "spilling at {spill_at}");
+        }
+    }
+
+    #[test]
     fn checksummed_but_inconsistent_blocks_are_rejected() {
         // blocks rewritten with valid checksums around wrong contents
         let (snap, w) = small();
@@ -1145,7 +1276,11 @@ mod tests {
             (&k[..], set)
         });
         let mut b = blocks.clone();
-        b[3] = encode_postings_of(&keyword, keyword.map.len(), emptied);
+        let mut file = io::Cursor::new(Vec::new());
+        let mut out = StreamedBlock::begin(&mut file, SPILL_AT).unwrap();
+        encode_postings_of(&keyword, keyword.map.len(), emptied, &mut out).unwrap();
+        out.end().unwrap();
+        b[3] = file.into_inner()[12..].to_vec();
         assert!(matches!(
             reload(&rebuild(&b), b"h"),
             Err(LoadError::Corrupt(Corrupt("an empty postings set")))

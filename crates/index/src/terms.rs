@@ -395,7 +395,11 @@ impl TermDict {
 
     /// The dictionary as saved with the index (`persist.rs`): every tier folded into
     /// one, then the FSTs' bytes and the split keys.
-    pub(crate) fn encode(&self, generation: u64, out: &mut crate::persist::Enc) {
+    pub(crate) fn encode<W: std::io::Write + std::io::Seek>(
+        &self,
+        generation: u64,
+        out: &mut crate::persist::StreamedBlock<'_, W>,
+    ) -> std::io::Result<()> {
         let merged;
         let base = if self.overlay.is_empty() && self.recent.is_none() {
             &self.base
@@ -403,18 +407,19 @@ impl TermDict {
             merged = self.fold(generation, true);
             &merged.base
         };
-        out.bytes(base.map.as_fst().as_bytes());
-        out.u32(base.splits.len() as u32);
+        out.bytes(base.map.as_fst().as_bytes())?;
+        out.e.u32(base.splits.len() as u32);
         for k in &base.splits {
-            out.bytes(k);
+            out.bytes(k)?;
         }
         match &base.reversed {
             Some(r) => {
-                out.u8(1);
-                out.bytes(r.as_fst().as_bytes());
+                out.e.u8(1);
+                out.bytes(r.as_fst().as_bytes())?;
             }
-            None => out.u8(0),
+            None => out.e.u8(0),
         }
+        Ok(())
     }
 
     /// Every (term, document frequency), newer tiers included, in term order.
