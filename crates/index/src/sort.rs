@@ -280,9 +280,13 @@ fn by_keys(
 
 /// Sorts `hits` by `keys`, then the default order. With `keep`, only the first `keep`
 /// hits of that order are wanted: they are selected (linear time), sorted, and the
-/// others dropped.
+/// others dropped. Without keys, `hits` are taken to be in the default order already
+/// (evaluation's `Want::Sorted`).
 pub fn sort_hits(snap: &Snapshot, hits: &mut Vec<Hit>, keys: &[SortKey], keep: Option<usize>) {
     if keys.is_empty() {
+        if let Some(k) = keep {
+            hits.truncate(k);
+        }
         return;
     }
     // each hit's key values, computed once: hit i's are `vals[i * n..][..n]`
@@ -502,6 +506,32 @@ mod tests {
             b.upsert(&format!("i{:04}", (i * 37) % 1000), &rec);
         }
         b.commit()
+    }
+
+    /// Without sort keys the results stay in evaluation's order, and `keep` still
+    /// drops all but the first (found by the query fuzz target with `{}`).
+    #[test]
+    fn without_keys_the_kept_page_is_the_first_results() {
+        let docs: Vec<DocSpec> = (0..20)
+            .map(|i| (vec![i % 3], vec![i as i64 % 4], None, vec![]))
+            .collect();
+        let snap = snapshot(&docs);
+        let body = json!({"criteria": [{"dimension": "n", "value": 2}]});
+        let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
+        let filter = Filter {
+            items: None,
+            not_items: None,
+            exact_only: false,
+        };
+        let all = evaluate(&snap, &mut q.criteria, &filter, Want::Sorted).hits;
+        assert_eq!(all.len(), 20);
+        for keep in [None, Some(0), Some(5), Some(20), Some(30)] {
+            let mut hits = all.clone();
+            sort_hits(&snap, &mut hits, &q.sort, keep);
+            let ids = |h: &[Hit]| h.iter().map(|h| h.doc).collect::<Vec<u32>>();
+            let n = keep.unwrap_or(usize::MAX).min(all.len());
+            assert_eq!(ids(&hits), ids(&all[..n]), "keeping {keep:?}");
+        }
     }
 
     /// A text dimension sorts by its words: the index holds them as numbers in the
