@@ -153,15 +153,12 @@ impl Saving {
         self.file.lock().as_deref() == Some(header)
     }
 
-    /// Start-up made the index: the file holds `file`'s state (`None`: there is no
-    /// usable file), and `unsaved` is what the index holds beyond it.
-    pub(crate) fn started_with(&self, file: Option<Vec<u8>>, unsaved: Option<(u64, bool)>) {
+    /// Start-up found the file holding `file`'s state (`None`: no usable file). What
+    /// the index it made holds beyond that is told next, through `applied` (each
+    /// changeset caught up over) or `rebuilt`.
+    pub(crate) fn started_with(&self, file: Option<Vec<u8>>) {
         *self.file.lock() = file;
-        *self.unsaved.lock() = unsaved.map(|(delta_bytes, rebuild)| Unsaved {
-            delta_bytes,
-            rebuild,
-            ..Unsaved::at(Instant::now())
-        });
+        *self.unsaved.lock() = None;
     }
 
     /// A changeset of type `ty` and `bytes` (uncompressed) was applied.
@@ -176,7 +173,7 @@ impl Saving {
         self.put_back(Some(change));
     }
 
-    /// The index was rebuilt (other dimensions).
+    /// The index was rebuilt (other dimensions, or at start-up).
     pub(crate) fn rebuilt(&self) {
         self.put_back(Some(Unsaved {
             rebuild: true,
@@ -379,7 +376,8 @@ impl Engine {
                         }
                     }
                 }
-                // the encoding's buffers (the largest block is ~90 MB at 1M items)
+                // the chunks applies replaced while the save held them, let go of as it
+                // wrote them
                 process::release_free_memory();
                 saving.busy.store(false, Ordering::Release);
             });

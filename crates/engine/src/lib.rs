@@ -256,7 +256,7 @@ impl Engine {
                 header,
             }) => {
                 guard.index = writer;
-                let since_bytes: u64 = since.iter().map(|m| m.length).sum();
+                self.saving.started_with(Some(header));
                 let caught_up = if since.is_empty() {
                     Ok((snap, Populated::Loaded))
                 } else {
@@ -290,21 +290,23 @@ impl Engine {
                         if merge {
                             self.merge_terms_in_background();
                         }
-                        let unsaved = (how != Populated::Loaded).then_some((since_bytes, false));
-                        self.saving.started_with(Some(header), unsaved);
+                        for m in &since {
+                            self.saving.applied(m.ty, m.length);
+                        }
                         how
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "could not catch the saved index up: rebuilding");
                         self.rebuild(guard, dims)?;
-                        self.saving.started_with(Some(header), Some((0, true)));
+                        self.saving.rebuilt();
                         Populated::Rebuilt
                     }
                 }
             }
             None => {
+                self.saving.started_with(None);
                 self.rebuild(guard, dims)?;
-                self.saving.started_with(None, Some((0, true)));
+                self.saving.rebuilt();
                 Populated::Rebuilt
             }
         };

@@ -310,6 +310,11 @@ mod tests {
         let mut g = e.lock_writer_blocking();
         e.save_index(&mut g).unwrap();
         assert_eq!(e.populate(&mut g).unwrap(), Populated::Loaded);
+        let unsaved = |e: &Engine| {
+            let f = e.saving.figures();
+            (f.unsaved_delta_bytes, f.unsaved_rebuild)
+        };
+        assert_eq!(unsaved(&e), (0, false));
         drop(g);
         // after the save: items set again, added to, emptied of a value, removed, new
         apply(
@@ -344,6 +349,14 @@ mod tests {
                 items: 6
             }
         );
+        // what a crash now would redo: the two deltas caught up over
+        let deltas: u64 = (e.store().list(true).unwrap().iter())
+            .filter(|m| m.ty == ChangesetType::Delta)
+            .rev()
+            .take(2)
+            .map(|m| m.length)
+            .sum();
+        assert_eq!(unsaved(&e), (deltas, false));
         let caught_up = answers(&e);
         assert!(caught_up[0].contains("\"i70\"") && !caught_up[0].contains("\"i8\""));
         let doc = e.dimensions_doc();
@@ -360,6 +373,7 @@ mod tests {
         fs::write(&file, b"not zstd").unwrap();
         assert_eq!(e.populate(&mut g).unwrap(), Populated::Rebuilt);
         assert_eq!(answers(&e), caught_up);
+        assert_eq!(unsaved(&e), (0, true));
         // a snapshot since the save: rebuilt (the file is stale, and deleted)
         drop(g);
         let mut g = e.lock_writer_blocking();
