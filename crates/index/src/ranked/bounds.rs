@@ -475,6 +475,7 @@ impl<'s> Bounds<'s> {
         } else {
             (4 * k as u64).max(SMALL)
         };
+        debug_assert!(scorer.done.is_subset(within), "scored outside `within`");
         if within.len() <= small {
             scorer.score(within)?;
             return Some(0.0);
@@ -485,15 +486,17 @@ impl<'s> Bounds<'s> {
         // under a threshold needs no further round)
         scorer.score(&(&self.few & within))?;
         let mut theta = self.max;
-        if let Some(kth) = scorer.kth_in(within, k) {
+        if let Some(kth) = scorer.kth(k) {
             theta = theta.min(kth * BELOW);
         }
         let mut held = Held::default();
         for _ in 0..64 {
-            let budget = scorer.limit.saturating_sub(scorer.done.len());
-            let c = self.candidates(theta, within, budget, &mut held)?;
+            // (the candidates include those scored in earlier rounds: only more than
+            // the limit in all is sure to be too many, which `score` checks exactly)
+            let c = self.candidates(theta, within, scorer.limit, &mut held)?;
             scorer.score(&c)?;
-            match scorer.kth_in(within, k) {
+            debug_assert!(scorer.done.is_subset(within), "scored outside `within`");
+            match scorer.kth(k) {
                 Some(kth) if kth >= theta => return Some(theta),
                 Some(kth) => theta = kth * BELOW,
                 None => theta *= 0.9 * BELOW,
