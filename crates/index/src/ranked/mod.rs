@@ -20,7 +20,7 @@ mod tests;
 use bounds::Bounds;
 
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
-use crate::eval::{Filter, Hit, Matched, Results, TopK, Want};
+use crate::eval::{Filter, Hit, Matched, Results, Sink, TopK, Want};
 use crate::exact::{exact_intersection, id_key, others_score_zero};
 use crate::text::{grade, Gathered, Scored, TextMatcher};
 use crate::Snapshot;
@@ -89,7 +89,7 @@ fn plan<'c>(criteria: &'c [Criterion], exact_only: bool) -> Option<Plan<'c>> {
 
 /// `Results` for a request (criteria prepared, text matchers not) whose page is its
 /// exact results' best text scores; `None` when it must be evaluated in full. The text
-/// matcher is left graded for the page's documents (and any tied with its last).
+/// matcher is left graded for the page's documents.
 pub(crate) fn ranked_results(
     snap: &Snapshot,
     criteria: &mut [Criterion],
@@ -141,14 +141,14 @@ pub(crate) fn ranked_results(
     })
 }
 
-/// A ranked answer: the page, the result and exact sets, and the page's candidates with
+/// A ranked answer: the page, the result and exact sets, and the page's documents with
 /// their scores (in doc order) and the grading reference, for the text matcher.
 struct Found {
     at: usize,
     hits: Vec<Hit>,
     results: RoaringBitmap,
     exact: RoaringBitmap,
-    /// The page's candidates and their scores, in doc order.
+    /// The page's documents and their scores, in doc order.
     graded: Vec<(u32, Scored)>,
     max_score: f64,
 }
@@ -232,30 +232,24 @@ fn find(
         }
         mean.value()
     };
-    // the k best by relevance, then those tied with the k-th, ordered with their ids
+    // the relevance of every exact document scored, in the order scored (runs of
+    // ascending documents), and the k-th best: the page is among those at least that
     // (only the search over every result scores documents that are not exact: without
     // it, a lookup per document scored would cost as much as the ranking)
-    let mut ranked: Vec<(f64, u32, Scored)> = scorer
+    let ranked: Vec<(f64, u32, Scored)> = scorer
         .scored
         .iter()
         .filter(|(d, _)| all_exact || exact.contains(*d))
         .map(|(d, p)| (relevance(p), *d, *p))
         .collect();
-    if ranked.len() > k {
-        ranked.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
-        let last = ranked[k - 1].0;
-        ranked.retain(|(r, _, _)| *r >= last);
-    }
-    // the page among them in the default order, each made a hit only when kept: the
-    // documents tied with the k-th can be tens of thousands (a name's common word, its
-    // field lengths ignored), and making each a hit read its row and copied its id
-    let mut top = TopK::new(k, false);
-    for &(r, d, _) in &ranked {
-        let doc = snap.doc(d)?;
-        let (c, i) = (d as usize / crate::CHUNK, d as usize % crate::CHUNK);
-        let id_key = id_key(doc, snap.built_chunk_cols(c).map(|cols| (cols, i)));
-        top.offer(d, doc, id_key, true, r);
-    }
+    let last = if ranked.len() > k {
+        let mut rs: Vec<f64> = ranked.iter().map(|x| x.0).collect();
+        rs.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        rs[k - 1]
+    } else {
+        f64::NEG_INFINITY
+    };
+    let top = page_of(snap, &ranked, last, k)?;
     let hits = top.into_hits();
     // a document not scored has a score below `theta`, so a relevance at most this: the
     // page's last must be above it (equal roundings would need their ids compared)
@@ -268,10 +262,17 @@ fn find(
     if hits.len() == k && k > 0 && hits[k - 1].r <= outside {
         return None;
     }
-    // The matcher keeps the scores of the page's candidates only: the page is all that
-    // is graded after this (explanations), and sorting every document scored — often
-    // thousands — cost more than the rest of the ranking.
-    let mut graded: Vec<(u32, Scored)> = ranked.into_iter().map(|(_, d, p)| (d, p)).collect();
+    // The matcher keeps the scores of the page's documents only: the page is all that
+    // is graded after this (explanations), and keeping every document scored — or
+    // every one tied with the page's last, tens of thousands for a name's common word
+    // — cost more than the rest of the ranking.
+    let mut page: Vec<u32> = hits.iter().map(|h| h.doc).collect();
+    page.sort_unstable();
+    let mut graded: Vec<(u32, Scored)> = ranked
+        .iter()
+        .filter(|(_, d, _)| page.binary_search(d).is_ok())
+        .map(|&(_, d, p)| (d, p))
+        .collect();
     graded.sort_unstable_by_key(|(d, _)| *d);
     Some(Found {
         at: plan.at,
@@ -281,6 +282,47 @@ fn find(
         graded,
         max_score,
     })
+}
+
+/// The best `k` of `ranked` (relevance, document, score) — those of relevance `last` or
+/// more — in the default order. Each is made a hit only when kept, and its id read only
+/// when it could be: the documents tied with the k-th can be tens of thousands (a
+/// name's common word, its field lengths ignored). Once `k` are kept, one tied with the
+/// worst kept comes in only with a smaller id, so a chunk whose smallest id is above
+/// the worst's is passed by (a chunk's smallest id is read once for a run of its
+/// documents: `ranked` comes in runs of ascending documents).
+fn page_of(snap: &Snapshot, ranked: &[(f64, u32, Scored)], last: f64, k: usize) -> Option<TopK> {
+    let mut top = TopK::new(k, false);
+    let mut chunk_min: Option<(usize, u64)> = None;
+    for &(r, d, _) in ranked {
+        if r < last {
+            continue;
+        }
+        let c = d as usize / crate::CHUNK;
+        if let (Some((_, worst_r)), Some(worst_key)) = (top.bar(), top.worst_id_key()) {
+            if r < worst_r {
+                continue;
+            }
+            if r == worst_r {
+                let min = match chunk_min {
+                    Some((mc, min)) if mc == c => min,
+                    _ => {
+                        let min = snap.chunk_min_id_key(c);
+                        chunk_min = Some((c, min));
+                        min
+                    }
+                };
+                if min > worst_key {
+                    continue;
+                }
+            }
+        }
+        let doc = snap.doc(d)?;
+        let i = d as usize % crate::CHUNK;
+        let id_key = id_key(doc, snap.built_chunk_cols(c).map(|cols| (cols, i)));
+        top.offer(d, doc, id_key, true, r);
+    }
+    Some(top)
 }
 
 /// Scores documents once each, remembering them.
