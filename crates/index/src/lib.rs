@@ -668,7 +668,16 @@ fn doc_id(chunks: &[Arc<Chunk>], n: u32) -> Option<&str> {
 /// Helpers shared by the tests of several modules.
 #[cfg(test)]
 pub(crate) mod test_support {
+    use std::sync::Arc;
+
+    use discern_dimensions::Dimensions;
     use discern_model::{Record, Value};
+
+    /// One keyword dimension, `k`.
+    pub(crate) fn keyword_dims() -> Arc<Dimensions> {
+        let doc = b"<dimensions><dimension id='k' type='keyword'/></dimensions>";
+        Arc::new(Dimensions::parse(doc).expect("a valid dimensions document"))
+    }
 
     /// Sets `name` to `vals`: nothing when empty, one string, or an array of several (a
     /// record holds a property once).

@@ -4,11 +4,7 @@
 use super::*;
 use discern_model::{Record, Value};
 
-fn dims() -> Arc<Dimensions> {
-    Arc::new(
-        Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>").unwrap(),
-    )
-}
+use crate::test_support::keyword_dims as dims;
 
 /// The documents' estimate, from a sample of slots, is their measured size scaled to
 /// the live ones: it skips empty slots and reaches the last chunks (here, where the

@@ -399,12 +399,7 @@ mod tests {
     use super::*;
     use discern_model::Value;
 
-    fn dims() -> Arc<Dimensions> {
-        Arc::new(
-            Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>")
-                .unwrap(),
-        )
-    }
+    use crate::test_support::keyword_dims as dims;
 
     /// Extraction boxes a number a slot cannot hold in place (on the extracting thread:
     /// `IndexedValue::boxed_for_slot`), and the row reads it back as one number.
