@@ -655,7 +655,7 @@ pub(crate) fn from_set(
 mod tests {
     use super::*;
     use crate::postings::numeric_key;
-    use crate::test_support::put_strings;
+    use crate::test_support::{keyword_dims, put_strings};
     use crate::{parse_query, IndexWriter};
     use discern_dimensions::Dimensions;
     use discern_model::Record;
@@ -734,12 +734,8 @@ mod tests {
     /// do not follow document order.
     #[test]
     fn first_ids_of_a_set_across_chunks() {
-        let dims = Arc::new(
-            Dimensions::parse(b"<dimensions><dimension id='k' type='keyword'/></dimensions>")
-                .unwrap(),
-        );
         let mut w = IndexWriter::new();
-        let mut b = w.begin(&crate::Snapshot::empty(dims));
+        let mut b = w.begin(&crate::Snapshot::empty(keyword_dims()));
         let n = 3 * crate::CHUNK + 100;
         for i in 0..n {
             let mut rec = Record::default();

@@ -393,7 +393,7 @@ impl TermDict {
         })
     }
 
-    /// The dictionary as saved with the index (`persist.rs`): every tier folded into
+    /// The dictionary as saved with the index (`persist/`): every tier folded into
     /// one, then the FSTs' bytes and the split keys.
     pub(crate) fn encode<W: std::io::Write + std::io::Seek>(
         &self,

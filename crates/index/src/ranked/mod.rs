@@ -233,23 +233,16 @@ fn find(
         mean.value()
     };
     // the relevance of every exact document scored, in the order scored (runs of
-    // ascending documents), and the k-th best: the page is among those at least that
-    // (only the search over every result scores documents that are not exact: without
-    // it, a lookup per document scored would cost as much as the ranking)
+    // ascending documents) (only the search over every result scores documents that
+    // are not exact: without it, a lookup per document scored would cost as much as the
+    // ranking)
     let ranked: Vec<(f64, u32, Scored)> = scorer
         .scored
         .iter()
         .filter(|(d, _)| all_exact || exact.contains(*d))
         .map(|(d, p)| (relevance(p), *d, *p))
         .collect();
-    let last = if ranked.len() > k {
-        let mut rs: Vec<f64> = ranked.iter().map(|x| x.0).collect();
-        rs.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-        rs[k - 1]
-    } else {
-        f64::NEG_INFINITY
-    };
-    let top = page_of(snap, &ranked, last, k)?;
+    let top = page_of(snap, &ranked, k)?;
     let hits = top.into_hits();
     // a document not scored has a score below `theta`, so a relevance at most this: the
     // page's last must be above it (equal roundings would need their ids compared)
@@ -284,20 +277,17 @@ fn find(
     })
 }
 
-/// The best `k` of `ranked` (relevance, document, score) — those of relevance `last` or
-/// more — in the default order. Each is made a hit only when kept, and its id read only
-/// when it could be: the documents tied with the k-th can be tens of thousands (a
-/// name's common word, its field lengths ignored). Once `k` are kept, one tied with the
-/// worst kept comes in only with a smaller id, so a chunk whose smallest id is above
-/// the worst's is passed by (a chunk's smallest id is read once for a run of its
-/// documents: `ranked` comes in runs of ascending documents).
-fn page_of(snap: &Snapshot, ranked: &[(f64, u32, Scored)], last: f64, k: usize) -> Option<TopK> {
+/// The best `k` of `ranked` (relevance, document, score) in the default order. Each is
+/// made a hit only when kept, and its id read only when it could be: once `k` are kept,
+/// one below the worst kept is passed by, and one tied with it comes in only with a
+/// smaller id, so a chunk whose smallest id is above the worst's is passed by too (read
+/// once for a run of its documents: `ranked` comes in runs of ascending documents).
+/// The documents tied with the k-th can be tens of thousands (a name's common word,
+/// its field lengths ignored).
+fn page_of(snap: &Snapshot, ranked: &[(f64, u32, Scored)], k: usize) -> Option<TopK> {
     let mut top = TopK::new(k, false);
     let mut chunk_min: Option<(usize, u64)> = None;
     for &(r, d, _) in ranked {
-        if r < last {
-            continue;
-        }
         let c = d as usize / crate::CHUNK;
         if let (Some((_, worst_r)), Some(worst_key)) = (top.bar(), top.worst_id_key()) {
             if r < worst_r {
