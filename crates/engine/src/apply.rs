@@ -168,6 +168,12 @@ enum ToIndex<T> {
 /// since) for its chunks without columns to be built (`build_missing_columns`).
 const COLUMNS_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(300);
 
+/// How long after an apply its snapshot must still be the current one for the
+/// did-you-mean overlays it left to be folded into their dictionaries' newer tiers (a
+/// fold rebuilds the recent tier, or the whole dictionary once the changes are an eighth
+/// of it: not after every apply of a burst).
+const TERMS_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Builds the columns of the chunks of the engine's snapshot that have none, one chunk
 /// per turn of the upkeep thread (a spare's catch-up waits for one chunk at most), while
 /// the snapshot is the one apply `generation` made: a snapshot that only adopted
@@ -365,7 +371,7 @@ impl Engine {
                 }
                 self.reclaim_after(old, guard.index.spare(), big);
                 if merge {
-                    self.merge_terms_in_background();
+                    self.merge_terms_in_background(discern_index::terms::BACKGROUND_MERGE_TERMS);
                 }
                 self.item_errors
                     .store(guard.index.errors, Ordering::Relaxed);
@@ -460,6 +466,18 @@ impl Engine {
                 if big {
                     process::release_free_memory();
                 }
+                // A request for suggestions tries every term of an overlay (`TermDict::
+                // within`) where the tiers below are searched by automaton: after ten
+                // 1,000-item deltas at 1M items, did-you-mean requests took ~0.2 ms more
+                // than on the same data restarted. Once applies pause, what they left in
+                // the overlays is folded in.
+                std::thread::sleep(TERMS_AFTER_IDLE);
+                if let Some(e) = engine.upgrade() {
+                    let now = e.snapshot();
+                    if now.generation == generation && now.terms_overlay_len() > 0 {
+                        e.merge_terms_in_background(0);
+                    }
+                }
                 // last: waits out the pause that ends a burst of applies
                 if spare.drop_when_idle(SPARE_IDLE) {
                     process::release_free_memory();
@@ -467,9 +485,10 @@ impl Engine {
             });
     }
 
-    /// Folds the did-you-mean dictionaries' overlays into new bases off the apply path,
-    /// then installs them under the writer lock (one merge at a time).
-    pub(crate) fn merge_terms_in_background(&self) {
+    /// Folds the did-you-mean dictionaries' overlays of more than `over` terms into their
+    /// newer tiers off the apply path, then installs them under the writer lock (one
+    /// merge at a time).
+    pub(crate) fn merge_terms_in_background(&self, over: usize) {
         if self.merging_terms.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -483,7 +502,7 @@ impl Engine {
                 crate::process::thread_started();
                 let started = std::time::Instant::now();
                 let base = me.snapshot();
-                let merged = process::in_background(|| base.merge_terms());
+                let merged = process::in_background(|| base.merge_terms(over));
                 tracing::debug!(ms = started.elapsed().as_millis() as u64, "terms merged");
                 let _guard = me.lock_writer_blocking();
                 let cur = me.snapshot();

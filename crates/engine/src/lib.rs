@@ -283,12 +283,13 @@ impl Engine {
                         self.item_errors
                             .store(guard.index.errors, Ordering::Relaxed);
                         build_before_reading(&snap);
-                        let merge =
-                            snap.terms_overlay_len() > discern_index::terms::BACKGROUND_MERGE_TERMS;
+                        // what the catch-up left in the did-you-mean overlays is
+                        // folded in now, as after a burst of applies
+                        let merge = snap.terms_overlay_len() > 0;
                         self.snapshot.store(Arc::new(snap));
                         process::release_free_memory();
                         if merge {
-                            self.merge_terms_in_background();
+                            self.merge_terms_in_background(0);
                         }
                         for m in &since {
                             self.saving.applied(m.ty, m.length);
@@ -719,6 +720,42 @@ mod tests {
         wait_until("columns not built after the term merge", || {
             e.snapshot().chunks_without_columns() == 0
         });
+    }
+
+    /// The few did-you-mean terms a small apply leaves in a dictionary's overlay (which
+    /// every request for suggestions reads term by term) are folded in once applies
+    /// pause, far below the overlay size that asks for a merge at once.
+    #[test]
+    fn a_small_overlay_is_folded_once_applies_pause() {
+        let d = tempfile::tempdir().unwrap();
+        let e = populated_with_number_and_text(d.path());
+        let items: String = ["alpha beta", "gamma", "delta epsilon"]
+            .iter()
+            .enumerate()
+            .map(|(i, words)| set_item(&format!("i{i}"), "t", &format!("<string>{words}</string>")))
+            .collect();
+        let generation = e.snapshot().generation;
+        apply(&e, &format!("<changeset>{items}</changeset>"));
+        let left = e.snapshot().terms_overlay_len();
+        assert!(
+            (1..=discern_index::terms::BACKGROUND_MERGE_TERMS).contains(&left),
+            "the apply leaves a small overlay ({left} terms)"
+        );
+        wait_until("the overlay was not folded", || {
+            e.snapshot().terms_overlay_len() == 0
+        });
+        assert_eq!(e.snapshot().generation, generation + 1, "no other apply");
+        // (the folded dictionary still knows the apply's words)
+        let snap = e.snapshot();
+        let dict = snap.term_dict(1).unwrap();
+        assert_eq!(
+            dict.within("gamma", 0, false),
+            [("gamma".to_string(), 0, 1)]
+        );
+        assert_eq!(
+            dict.within("epsilom", 1, false),
+            [("epsilon".to_string(), 1, 1)]
+        );
     }
 
     /// A query's `properties` show each record's properties in stored order (all, or

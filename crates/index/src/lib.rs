@@ -211,15 +211,15 @@ impl Snapshot {
             .unwrap_or(0)
     }
 
-    /// The dictionaries whose overlay outgrew `BACKGROUND_MERGE_TERMS`, overlay folded
-    /// in, each tagged with the tiers it started from (for `adopt_terms`); `None` for
-    /// the others, which stay as they are.
-    pub fn merge_terms(&self) -> Vec<Option<(TermDict, (u64, u64))>> {
+    /// The dictionaries whose overlay holds more than `over` terms, overlay folded in,
+    /// each tagged with the tiers it started from (for `adopt_terms`); `None` for the
+    /// others, which stay as they are.
+    pub fn merge_terms(&self, over: usize) -> Vec<Option<(TermDict, (u64, u64))>> {
         self.terms
             .iter()
             .map(|d| {
                 d.as_ref()
-                    .filter(|d| d.overlay_len() > terms::BACKGROUND_MERGE_TERMS)
+                    .filter(|d| d.overlay_len() > over)
                     .map(|d| (d.merged(self.generation), d.stamp()))
             })
             .collect()
