@@ -256,7 +256,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{apply, populated};
+    use crate::tests::{apply, populated, wait_until};
     use crate::{query_response, Populated};
 
     const DIMS: &[u8] = b"<dimensions><dimension id='n' type='integer'/>\
@@ -385,6 +385,47 @@ mod tests {
         .unwrap();
         assert_eq!(e.populate(&mut g).unwrap(), Populated::Rebuilt);
         assert!(!e.saved_path().exists());
+    }
+
+    /// A start-up that catches a saved index up over later deltas folds the did-you-mean
+    /// overlay the catch-up leaves (no apply follows it to fold it once applies pause).
+    #[test]
+    fn a_catch_up_folds_the_overlay_it_leaves() {
+        let d = tempfile::tempdir().unwrap();
+        let e = populated(d.path(), DIMS);
+        let first: String = (0..10).map(|i| item(i, "amber", "red")).collect();
+        apply(&e, &format!("<changeset>{first}</changeset>"));
+        let mut g = e.lock_writer_blocking();
+        e.save_index(&mut g).unwrap();
+        drop(g);
+        apply(
+            &e,
+            &format!(
+                "<changeset>{}</changeset>",
+                item(20, "zircon quartz", "teal")
+            ),
+        );
+        // (the apply's own fold, once applies pause: done before the catch-up)
+        wait_until("the apply's overlay was not folded", || {
+            e.snapshot().terms_overlay_len() == 0
+        });
+        let mut g = e.lock_writer_blocking();
+        assert!(matches!(
+            e.populate(&mut g).unwrap(),
+            Populated::CaughtUp { changesets: 1, .. }
+        ));
+        // (a fold is installed under the writer lock: none can have been yet)
+        assert!(e.snapshot().terms_overlay_len() > 0);
+        drop(g);
+        wait_until("the catch-up's overlay was not folded", || {
+            e.snapshot().terms_overlay_len() == 0
+        });
+        let snap = e.snapshot();
+        let words = snap.term_dict(1).unwrap();
+        assert_eq!(
+            words.within("zircon", 0, false),
+            [("zircon".to_string(), 0, 1)]
+        );
     }
 
     /// A saved index is caught up over at most so many bytes of deltas: more, and it is
