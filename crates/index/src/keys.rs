@@ -11,6 +11,7 @@ use std::sync::Arc;
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue, StrList};
 
 use crate::numbering::Numbering;
+use crate::postings::{DimPostings, Posting, PostingRef};
 use crate::slots::Slots;
 
 /// Per dimension, the numbers of its keys (keyword and groupBy dimensions only).
@@ -35,6 +36,92 @@ pub(crate) struct KeyCol {
 
 const NONE: u32 = u32::MAX;
 const MANY: u32 = 1 << 31;
+
+/// Documents in a block of `KeyCol::from_postings`: a roaring container's span, so that
+/// a key's documents in a block are in one container, found by one binary search.
+/// (Smaller in tests, so that a few thousand documents make several blocks.)
+pub(crate) const BLOCK: usize = if cfg!(test) {
+    2 * crate::CHUNK
+} else {
+    1 << 16
+};
+
+/// The postings of a keyword or groupBy dimension read block by block, in document
+/// order (`KeyCol::from_postings`): each key's documents are sought once, where the
+/// walk starts, not once a block (a city's few hundred documents spread over every
+/// block: a seek each was most of the build).
+pub(crate) struct KeyWalk<'p> {
+    /// Per key, in ascending number: its number, its next document, the ones after.
+    keys: Vec<(u32, Option<u32>, Option<roaring::bitmap::Iter<'p>>)>,
+}
+
+impl<'p> KeyWalk<'p> {
+    /// The walk over `entries` (`numbered_postings`) from document `from` on.
+    pub(crate) fn new(entries: &[(u32, PostingRef<'p>)], from: u32) -> KeyWalk<'p> {
+        let keys = entries.iter().map(|&(n, docs)| match docs {
+            PostingRef::One(d) => (n, (d >= from).then_some(d), None),
+            PostingRef::Many(b) => {
+                let mut rest = b.range(from..);
+                (n, rest.next(), Some(rest))
+            }
+        });
+        KeyWalk {
+            keys: keys.collect(),
+        }
+    }
+
+    /// Calls `put(document, number)` for each key of each document in the block of
+    /// `BLOCK` documents from `base`, key by key; documents below `base` (of blocks
+    /// not asked for) are passed by.
+    fn block(&mut self, base: u32, mut put: impl FnMut(u32, u32)) {
+        let last = base.saturating_add(BLOCK as u32 - 1);
+        for (n, next, rest) in &mut self.keys {
+            if next.is_some_and(|d| d < base) {
+                *next = rest.as_mut().and_then(|r| {
+                    r.advance_to(base);
+                    r.next()
+                });
+            }
+            while let Some(d) = next.filter(|&d| d <= last) {
+                put(d, *n);
+                *next = rest.as_mut().and_then(Iterator::next);
+            }
+        }
+    }
+}
+
+/// Working memory of `KeyCol::from_postings`, kept by a thread across the blocks it
+/// builds (fresh memory is dear here: zeroing new pages was a sixth of a build).
+#[derive(Default)]
+pub(crate) struct BlockBufs {
+    /// Per document of the block, its first key's number.
+    first: Vec<u32>,
+    /// (document in the block, number) of each further key.
+    more: Vec<(u32, u32)>,
+    /// Per document of the block, where its further keys start in `grouped`.
+    starts: Vec<u32>,
+    /// The further keys' numbers, document by document.
+    grouped: Vec<u32>,
+}
+
+/// The postings of keyword or groupBy dimension `p`, each key numbered (in `numbers`)
+/// and given with its documents, in ascending number; `None` if a key is not a string
+/// (a keyword's keys are its values' bytes).
+pub(crate) fn numbered_postings<'p>(
+    p: &'p DimPostings,
+    numbers: &Numbering,
+) -> Option<Vec<(u32, PostingRef<'p>)>> {
+    let keys: Vec<&str> = (p.map.keys())
+        .map(|k| std::str::from_utf8(k).ok())
+        .collect::<Option<_>>()?;
+    let numbered = numbers.number(keys.iter().copied());
+    let mut entries: Vec<(u32, PostingRef<'p>)> = numbered
+        .into_iter()
+        .zip(p.map.values().map(Posting::get))
+        .collect();
+    entries.sort_unstable_by_key(|(n, _)| *n);
+    Some(entries)
+}
 
 impl KeyCol {
     pub(crate) fn bytes(&self) -> usize {
@@ -106,6 +193,83 @@ impl KeyCol {
         KeyCol { k, many }
     }
 
+    /// The key columns of chunks `chunks` — each as its first document's number and its
+    /// length, all within the block of `BLOCK` documents from `base` — from the postings
+    /// of their dimension, as `walk` reads them (keys in ascending number). The columns
+    /// `build` makes from the rows: a document's keys are the keys whose postings hold
+    /// it, met in ascending number (so a list needs no sort), each once. `bufs` is
+    /// working memory, reused.
+    pub(crate) fn from_postings(
+        walk: &mut KeyWalk<'_>,
+        base: u32,
+        chunks: &[(u32, usize)],
+        bufs: &mut BlockBufs,
+    ) -> Vec<KeyCol> {
+        // per document of the block: its first key, and its further keys as they come
+        let BlockBufs {
+            first,
+            more,
+            starts,
+            grouped,
+        } = bufs;
+        first.clear();
+        first.resize(BLOCK, NONE);
+        more.clear();
+        walk.block(base, |d, n| {
+            let at = &mut first[(d - base) as usize];
+            match *at {
+                NONE => *at = n,
+                _ => more.push((d - base, n)),
+            }
+        });
+        // the further keys grouped by document, each document's in the order met:
+        // document `l`'s from `starts[l]` (a counting sort)
+        starts.clear();
+        grouped.clear();
+        if !more.is_empty() {
+            starts.resize(BLOCK + 1, 0);
+            more.iter().for_each(|&(l, _)| starts[l as usize + 1] += 1);
+            for l in 0..BLOCK {
+                starts[l + 1] += starts[l];
+            }
+            grouped.resize(more.len(), 0);
+            for &(l, n) in more.iter() {
+                let at = &mut starts[l as usize];
+                grouped[*at as usize] = n;
+                *at += 1;
+            }
+            // (each start moved to the next document's: shifted back)
+            starts.copy_within(0..BLOCK, 1);
+            starts[0] = 0;
+        }
+        let more_of = |l: usize| match starts.is_empty() {
+            true => &[][..],
+            false => &grouped[starts[l] as usize..starts[l + 1] as usize],
+        };
+        chunks
+            .iter()
+            .map(|&(from, len)| {
+                let mut k = Vec::with_capacity(len);
+                let mut many = Vec::new();
+                let at = (from - base) as usize;
+                for (l, &one) in first.iter().enumerate().skip(at).take(len) {
+                    match (one, more_of(l)) {
+                        (NONE, _) => k.push(NONE),
+                        // (a number with `MANY`'s bit, past two billion keys, goes in a list)
+                        (one, []) if one & MANY == 0 => k.push(one),
+                        (one, more) => {
+                            k.push(MANY | many.len() as u32);
+                            many.push(1 + more.len() as u32);
+                            many.push(one);
+                            many.extend_from_slice(more);
+                        }
+                    }
+                }
+                KeyCol { k: k.into(), many }
+            })
+            .collect()
+    }
+
     /// The key numbers of document `i` (none without a value).
     #[inline]
     pub(crate) fn keys(&self, i: usize) -> &[u32] {
@@ -125,6 +289,31 @@ impl KeyCol {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A walk gives each block its keys' documents, key by key, and passes by the
+    /// documents of a block not asked for: a set's, and a lone document's.
+    #[test]
+    fn a_walk_passes_by_the_blocks_it_skips() {
+        let b = BLOCK as u32;
+        let set: roaring::RoaringBitmap = [1, 5, b + 2, 2 * b + 3, 2 * b + 4].into_iter().collect();
+        let entries = [
+            (0, PostingRef::Many(&set)),
+            (1, PostingRef::One(b + 7)),
+            (2, PostingRef::One(2 * b)),
+        ];
+        let mut walk = KeyWalk::new(&entries, 0);
+        let mut met = Vec::new();
+        walk.block(0, |d, n| met.push((d, n)));
+        assert_eq!(met, [(1, 0), (5, 0)]);
+        met.clear();
+        walk.block(2 * b, |d, n| met.push((d, n)));
+        assert_eq!(met, [(2 * b + 3, 0), (2 * b + 4, 0), (2 * b, 2)]);
+        // a walk that starts later passes by what is before
+        let mut walk = KeyWalk::new(&entries, b + 3);
+        met.clear();
+        walk.block(b, |d, n| met.push((d, n)));
+        assert_eq!(met, [(b + 7, 1)]);
+    }
 
     #[test]
     fn a_document_lists_each_key_once() {

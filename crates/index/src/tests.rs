@@ -440,3 +440,74 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Key columns built from the postings, a block at a time, are the columns built
+    /// from the rows — for one key or several per document (repeats, other cases), a
+    /// dimension of many keys, after deletes and replacements (copied chunks, overlaid
+    /// postings) — and only the chunks asked for that lacked one are built.
+    #[test]
+    fn key_columns_from_postings_are_the_rows_columns(
+        docs in 2 * CHUNK..5 * CHUNK,
+        seed in 0u64..1_000_000,
+        changes in proptest::collection::vec((0usize..6 * CHUNK, 0u8..3), 0..300),
+        wanted in proptest::collection::vec(proptest::bool::ANY, 5),
+    ) {
+        let dims = Arc::new(
+            Dimensions::parse(
+                b"<dimensions><dimension id='k' type='keyword' ignoreCase='true'/>
+                  <dimension id='a' type='groupBy'/><dimension id='w' type='keyword'/>
+                  </dimensions>",
+            )
+            .unwrap(),
+        );
+        // a few keys, several a document; one key a document; many keys (a city's)
+        let pick = |i: usize, salt: u64| (i as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt;
+        let record = |i: usize, salt: u64| {
+            let h = pick(i, salt);
+            let mut r: Vec<(String, Value)> = Vec::new();
+            let ks: Vec<Value> = (0..h % 5)
+                .map(|j| Value::Str(["a", "B", "b", "c", "d", "e"][((h >> (8 + 3 * j)) % 6) as usize].into()))
+                .collect();
+            match ks.len() {
+                0 => {}
+                1 => r.push(("k".into(), ks[0].clone())),
+                _ => r.push(("k".into(), Value::Array(ks))),
+            }
+            if h % 7 != 0 {
+                r.push(("a".into(), Value::Str(format!("g{}", (h >> 30) % 3))));
+            }
+            r.push(("w".into(), Value::Str(format!("w{}", (h >> 40) % 700))));
+            Record(r)
+        };
+        let mut w = IndexWriter::new();
+        let s1 = numbered_snapshot(&mut w, &dims, (0..docs).map(|i| record(i, 0)));
+        let mut b = w.begin(&s1);
+        for (k, (i, how)) in changes.iter().enumerate() {
+            match how {
+                0 => b.delete(&id(*i)),
+                _ => b.upsert(&id(*i), &record(*i, 1 + k as u64)),
+            }
+        }
+        let s2 = b.commit();
+        let wanted = |c: usize| wanted.get(c).copied().unwrap_or(true);
+        for di in 0..dims.dims.len() {
+            s2.build_key_cols(di, wanted);
+            let numbers = s2.key_numbers(di).expect("a keyword dimension");
+            for (c, chunk) in s2.chunks.iter().enumerate() {
+                let built = chunk.cols.get().and_then(|cols| cols.keys[di].get());
+                match (wanted(c), built) {
+                    (true, Some(col)) => {
+                        // (every key numbered by the build: the rows' column numbers alike)
+                        let rows = KeyCol::build(&chunk.docs, di, numbers);
+                        proptest::prop_assert_eq!(format!("{col:?}"), format!("{rows:?}"));
+                    }
+                    (true, None) => proptest::prop_assert!(false, "chunk {c} not built"),
+                    (false, built) => proptest::prop_assert!(built.is_none(), "chunk {c} built"),
+                }
+            }
+        }
+    }
+}

@@ -258,6 +258,7 @@ fn key_counts(
     let Some(numbers) = snap.key_numbers(di) else {
         return;
     };
+    snap.build_key_cols(di, |c| counted.chunk_words(c).iter().any(|&w| w != 0));
     // more keys than counted documents (addresses): most slots would stay empty
     let sparse = numbers.len() > counted.len();
     let slots = per_chunk(
