@@ -25,13 +25,19 @@ pub(crate) fn numbers_for(dims: &Dimensions) -> Arc<[Option<Arc<Numbering>>]> {
         .collect()
 }
 
-/// A chunk's keys in one dimension, as numbers.
+/// A chunk's keys in one dimension, as numbers, in the smaller of two forms (`settled`:
+/// one form for one content, however the column was made).
 #[derive(Clone, Debug)]
-pub(crate) struct KeyCol {
-    /// Per document: its one key's number, `NONE`, or (with `MANY` set) where its list
-    /// starts in `many` (its length, then the numbers).
-    k: Box<[u32]>,
-    many: Vec<u32>,
+pub(crate) enum KeyCol {
+    Lists {
+        /// Per document: its one key's number, `NONE`, or (with `MANY` set) where its
+        /// list starts in `many` (its length, then the numbers).
+        k: Box<[u32]>,
+        many: Vec<u32>,
+    },
+    /// Per document a bit per key number: where every number is below 64 and the lists
+    /// would take more (a dozen amenities a listing: 8 bytes a document, not ~50).
+    Masks(Box<[u64]>),
 }
 
 const NONE: u32 = u32::MAX;
@@ -125,16 +131,69 @@ pub(crate) fn numbered_postings<'p>(
 
 impl KeyCol {
     pub(crate) fn bytes(&self) -> usize {
-        4 * self.k.len() + 4 * self.many.capacity()
+        match self {
+            KeyCol::Lists { k, many } => 4 * k.len() + 4 * many.capacity(),
+            KeyCol::Masks(m) => 8 * m.len(),
+        }
     }
 
     pub(crate) fn build(docs: &Slots, di: usize, numbers: &Numbering) -> KeyCol {
-        let empty = KeyCol {
+        let empty = KeyCol::Lists {
             k: vec![NONE; docs.len()].into(),
             many: Vec::new(),
         };
         let all: Vec<usize> = (0..docs.len()).collect();
         empty.patched(docs, di, numbers, &all)
+    }
+
+    /// The column of lists `k` and `many` in its form: masks where every number is
+    /// below 64 and the lists hold more than a word a document.
+    fn settled(k: Box<[u32]>, many: Vec<u32>) -> KeyCol {
+        if many.len() <= k.len() {
+            return KeyCol::Lists { k, many };
+        }
+        let bits = |ns: &[u32]| {
+            ns.iter()
+                .try_fold(0u64, |m, &n| (n < 64).then(|| m | 1 << n))
+        };
+        let masks: Option<Box<[u64]>> = (k.iter())
+            .map(|&x| match x {
+                NONE => Some(0),
+                x if x & MANY != 0 => {
+                    let at = (x & !MANY) as usize;
+                    bits(&many[at + 1..at + 1 + many[at] as usize])
+                }
+                x => bits(&[x]),
+            })
+            .collect();
+        match masks {
+            Some(masks) => KeyCol::Masks(masks),
+            None => KeyCol::Lists { k, many },
+        }
+    }
+
+    /// The column as lists (`Lists`' fields), made for a column of masks.
+    fn lists(&self) -> (Box<[u32]>, Vec<u32>) {
+        match self {
+            KeyCol::Lists { k, many } => (k.clone(), many.clone()),
+            KeyCol::Masks(masks) => {
+                let mut many = Vec::new();
+                let k = masks
+                    .iter()
+                    .map(|&m| match m.count_ones() {
+                        0 => NONE,
+                        1 => m.trailing_zeros(),
+                        n => {
+                            let at = MANY | many.len() as u32;
+                            many.push(n);
+                            each_bit(m, |b| many.push(b));
+                            at
+                        }
+                    })
+                    .collect();
+                (k, many)
+            }
+        }
     }
 
     /// This column with the documents `changed` lists (ascending) numbered anew from
@@ -155,18 +214,18 @@ impl KeyCol {
             .collect();
         let all = values.iter().flatten().flat_map(|s| s.iter());
         let mut numbered = numbers.number(all).into_iter();
-        let mut k = self.k.clone();
+        let (mut k, was) = self.lists();
         // the side list made anew in document order: the kept documents' lists moved
         // over, the changed documents' added
-        let mut many = Vec::with_capacity(self.many.len());
+        let mut many = Vec::with_capacity(was.len());
         let mut next = changed.iter().zip(&values).peekable();
         let mut ns: Vec<u32> = Vec::new();
         for (i, slot) in k.iter_mut().enumerate() {
             let Some((_, v)) = next.next_if(|(&c, _)| c == i) else {
                 if *slot != NONE && *slot & MANY != 0 {
-                    let kept = self.keys(i);
+                    let at = (*slot & !MANY) as usize;
+                    let kept = &was[at..at + 1 + was[at] as usize];
                     *slot = MANY | many.len() as u32;
-                    many.push(kept.len() as u32);
                     many.extend_from_slice(kept);
                 }
                 continue;
@@ -190,7 +249,7 @@ impl KeyCol {
             many.push(ns.len() as u32);
             many.extend_from_slice(&ns);
         }
-        KeyCol { k, many }
+        KeyCol::settled(k, many)
     }
 
     /// The key columns of chunks `chunks` — each as its first document's number and its
@@ -265,24 +324,37 @@ impl KeyCol {
                         }
                     }
                 }
-                KeyCol { k: k.into(), many }
+                KeyCol::settled(k.into(), many)
             })
             .collect()
     }
 
-    /// The key numbers of document `i` (none without a value).
+    /// Calls `f` with each key number of document `i` (none without a value), in
+    /// ascending order.
     #[inline]
-    pub(crate) fn keys(&self, i: usize) -> &[u32] {
-        let k = &self.k[i];
-        match *k {
-            NONE => &[],
-            x if x & MANY != 0 => {
-                let at = (x & !MANY) as usize;
-                let len = self.many[at] as usize;
-                &self.many[at + 1..at + 1 + len]
-            }
-            _ => std::slice::from_ref(k),
+    pub(crate) fn for_each_key(&self, i: usize, mut f: impl FnMut(u32)) {
+        match self {
+            KeyCol::Lists { k, many } => match k[i] {
+                NONE => {}
+                x if x & MANY != 0 => {
+                    let at = (x & !MANY) as usize;
+                    many[at + 1..at + 1 + many[at] as usize]
+                        .iter()
+                        .for_each(|&n| f(n))
+                }
+                x => f(x),
+            },
+            KeyCol::Masks(masks) => each_bit(masks[i], f),
         }
+    }
+}
+
+/// Calls `f` with the number of each bit set in `m`, lowest first.
+#[inline]
+fn each_bit(mut m: u64, mut f: impl FnMut(u32)) {
+    while m != 0 {
+        f(m.trailing_zeros());
+        m &= m - 1;
     }
 }
 
@@ -315,6 +387,63 @@ mod tests {
         assert_eq!(met, [(b + 7, 1)]);
     }
 
+    /// Where most documents hold several keys, all numbered below 64, the column is
+    /// masks and gives the same keys; a number past 63 keeps it lists; and a column
+    /// patched from masks is the column built whole.
+    #[test]
+    fn many_keys_below_64_are_masks() {
+        let numbers = Numbering::default();
+        numbers.number(
+            (0..70)
+                .map(|n| format!("k{n}"))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(|s| s.as_str()),
+        );
+        let doc = |s: &[&str]| {
+            let values = vec![Some(IndexedValue::Strings(StrList::from_strs(s)))];
+            Some(crate::Doc::new("x".into(), values.into()))
+        };
+        // (a chunk's worth: most documents of two keys)
+        let slots = |first: &[&str]| -> Slots {
+            let pair = |i: usize| [format!("k{}", i % 60), format!("k{}", (i + 3) % 60)];
+            let mut docs: Vec<_> = (0..crate::CHUNK)
+                .map(|i| doc(&pair(i).iter().map(|s| s.as_str()).collect::<Vec<_>>()))
+                .collect();
+            docs[0] = doc(first);
+            docs[1] = None;
+            docs[2] = doc(&["k7"]);
+            docs[3] = doc(&["k2", "k1"]);
+            docs.into_iter().collect()
+        };
+        let docs = slots(&["k5", "k0", "k63"]);
+        let keys = |col: &KeyCol, i| {
+            let mut ks = Vec::new();
+            col.for_each_key(i, |k| ks.push(k));
+            ks
+        };
+        let col = KeyCol::build(&docs, 0, &numbers);
+        assert!(matches!(col, KeyCol::Masks(_)));
+        assert_eq!(keys(&col, 0), [0, 5, 63]);
+        assert_eq!(keys(&col, 1), [] as [u32; 0]);
+        assert_eq!(keys(&col, 2), [7]);
+        assert_eq!(keys(&col, 3), [1, 2]);
+        assert_eq!(keys(&col, 4), [4, 7]);
+        // a key numbered 64: lists, the same keys
+        let past = slots(&["k5", "k0", "k64"]);
+        let lists = col.patched(&past, 0, &numbers, &[0]);
+        assert!(matches!(lists, KeyCol::Lists { .. }));
+        assert_eq!(keys(&lists, 0), [0, 5, 64]);
+        assert_eq!(keys(&lists, 3), [1, 2]);
+        assert_eq!(
+            format!("{lists:?}"),
+            format!("{:?}", KeyCol::build(&past, 0, &numbers))
+        );
+        // and back: the masks patched from the lists are the masks built whole
+        let back = lists.patched(&docs, 0, &numbers, &[0]);
+        assert_eq!(format!("{back:?}"), format!("{col:?}"));
+    }
+
     #[test]
     fn a_document_lists_each_key_once() {
         // numbered as met: b 0, a 1, c 2 (`numbering`'s tests), then d 3
@@ -331,10 +460,15 @@ mod tests {
             0,
             &numbers,
         );
-        assert_eq!(col.keys(0), [2]);
-        assert_eq!(col.keys(1), [] as [u32; 0]);
-        assert_eq!(col.keys(2), [1, 3]);
-        assert_eq!(col.keys(3), [] as [u32; 0]);
+        let keys = |i| {
+            let mut ks = Vec::new();
+            col.for_each_key(i, |k| ks.push(k));
+            ks
+        };
+        assert_eq!(keys(0), [2]);
+        assert_eq!(keys(1), [] as [u32; 0]);
+        assert_eq!(keys(2), [1, 3]);
+        assert_eq!(keys(3), [] as [u32; 0]);
         assert_eq!(numbers.len(), 4);
     }
 }

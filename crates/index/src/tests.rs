@@ -509,5 +509,27 @@ proptest::proptest! {
                 }
             }
         }
+        // the columns of the chunks a second apply copies, patched from these (lists or
+        // masks), are the rows' columns too
+        let mut b = w.begin(&s2);
+        for (k, (i, how)) in changes.iter().enumerate() {
+            match how {
+                0 => b.upsert(&id(*i), &record(*i, 500 + k as u64)),
+                _ => b.delete(&id(*i)),
+            }
+        }
+        let s3 = b.commit();
+        for job in s3.columns_to_rebuild(&s2) {
+            s3.build_columns(&job);
+        }
+        for di in 0..dims.dims.len() {
+            let numbers = s3.key_numbers(di).expect("a keyword dimension");
+            for chunk in s3.chunks.iter() {
+                if let Some(col) = chunk.cols.get().and_then(|cols| cols.keys[di].get()) {
+                    let rows = KeyCol::build(&chunk.docs, di, numbers);
+                    proptest::prop_assert_eq!(format!("{col:?}"), format!("{rows:?}"));
+                }
+            }
+        }
     }
 }

@@ -267,7 +267,7 @@ fn key_counts(
         || Slots::new(sparse),
         |slots, c, words| {
             if let Some(col) = snap.key_col(c, di) {
-                Positions::of(words).for_each(|i| col.keys(i).iter().for_each(|&k| slots.bump(k)));
+                Positions::of(words).for_each(|i| col.for_each_key(i, |k| slots.bump(k)));
             }
         },
         Slots::add,
