@@ -76,6 +76,11 @@ impl<'p> KeyWalk<'p> {
         }
     }
 
+    /// Whether every key's number is below 64 (the keys are in ascending number).
+    fn numbers_below_64(&self) -> bool {
+        self.keys.last().is_none_or(|(n, ..)| *n < 64)
+    }
+
     /// Calls `put(document, number)` for each key of each document in the block of
     /// `BLOCK` documents from `base`, key by key; documents below `base` (of blocks
     /// not asked for) are passed by.
@@ -108,6 +113,8 @@ pub(crate) struct BlockBufs {
     starts: Vec<u32>,
     /// The further keys' numbers, document by document.
     grouped: Vec<u32>,
+    /// Per document of the block, its keys as a mask (every number below 64).
+    masks: Vec<u64>,
 }
 
 /// The postings of keyword or groupBy dimension `p`, each key numbered (in `numbers`)
@@ -169,6 +176,25 @@ impl KeyCol {
         match masks {
             Some(masks) => KeyCol::Masks(masks),
             None => KeyCol::Lists { k, many },
+        }
+    }
+
+    /// The column of documents' keys `masks` in its form (`settled`): masks where the
+    /// lists would hold more than a word a document.
+    fn of_masks(masks: &[u64]) -> KeyCol {
+        let list_words: usize = (masks.iter())
+            .map(|m| match m.count_ones() {
+                0 | 1 => 0,
+                n => 1 + n as usize,
+            })
+            .sum();
+        let col = KeyCol::Masks(masks.into());
+        match list_words > masks.len() {
+            true => col,
+            false => {
+                let (k, many) = col.lists();
+                KeyCol::Lists { k, many }
+            }
         }
     }
 
@@ -264,13 +290,26 @@ impl KeyCol {
         chunks: &[(u32, usize)],
         bufs: &mut BlockBufs,
     ) -> Vec<KeyCol> {
-        // per document of the block: its first key, and its further keys as they come
         let BlockBufs {
             first,
             more,
             starts,
             grouped,
+            masks,
         } = bufs;
+        if walk.numbers_below_64() {
+            // each document's keys as a mask, then in the form `settled` gives it
+            masks.clear();
+            masks.resize(BLOCK, 0);
+            walk.block(base, |d, n| masks[(d - base) as usize] |= 1 << n);
+            return (chunks.iter())
+                .map(|&(from, len)| {
+                    let at = (from - base) as usize;
+                    KeyCol::of_masks(&masks[at..at + len])
+                })
+                .collect();
+        }
+        // per document of the block: its first key, and its further keys as they come
         first.clear();
         first.resize(BLOCK, NONE);
         more.clear();
