@@ -6,6 +6,7 @@
 //! then counts a document by bumping an array slot, instead of hashing its strings or
 //! intersecting thousands of keys' postings with the counted set.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue, StrList};
@@ -193,15 +194,19 @@ impl KeyCol {
             true => col,
             false => {
                 let (k, many) = col.lists();
-                KeyCol::Lists { k, many }
+                KeyCol::Lists {
+                    k,
+                    many: many.into_owned(),
+                }
             }
         }
     }
 
-    /// The column as lists (`Lists`' fields), made for a column of masks.
-    fn lists(&self) -> (Box<[u32]>, Vec<u32>) {
+    /// The column as lists (`Lists`' fields): a copy of the per-document numbers, and
+    /// the side list lent (or both made, for a column of masks).
+    fn lists(&self) -> (Box<[u32]>, Cow<'_, [u32]>) {
         match self {
-            KeyCol::Lists { k, many } => (k.clone(), many.clone()),
+            KeyCol::Lists { k, many } => (k.clone(), Cow::Borrowed(many)),
             KeyCol::Masks(masks) => {
                 let mut many = Vec::new();
                 let k = masks
@@ -217,7 +222,7 @@ impl KeyCol {
                         }
                     })
                     .collect();
-                (k, many)
+                (k, Cow::Owned(many))
             }
         }
     }
