@@ -480,7 +480,7 @@ impl Snapshot {
     /// 80–220 ms a dimension: a hash lookup of every document's every key, each row a
     /// cache miss. From the postings, a key is numbered once and its documents are
     /// read in order.
-    pub(crate) fn build_key_cols(&self, di: usize, wanted: impl Fn(usize) -> bool + Sync) {
+    pub(crate) fn build_key_cols(&self, di: usize, wanted: impl Fn(usize) -> bool) {
         // (a block's columns from the postings cost a lookup per key besides its
         // documents: not for a dimension of more keys than a block has documents, an
         // address, nor for a block missing few columns)
@@ -497,8 +497,8 @@ impl Snapshot {
                 && (self.chunks[c].cols.get())
                     .is_none_or(|cols| cols.keys.get(di).is_some_and(|k| k.get().is_none()))
         };
+        // (one pass on this thread: once the columns are built, every request's check)
         let blocks: Vec<(usize, Vec<usize>)> = (0..self.chunks.len().div_ceil(per_block))
-            .into_par_iter()
             .map(|b| {
                 let chunks = b * per_block..((b + 1) * per_block).min(self.chunks.len());
                 (b, chunks.filter(|&c| lacking(c)).collect::<Vec<_>>())
