@@ -157,7 +157,7 @@ impl KeyCol {
     /// The column of lists `k` and `many` in its form: masks where every number is
     /// below 64 and the lists hold more than a word a document.
     fn settled(k: Box<[u32]>, many: Vec<u32>) -> KeyCol {
-        if many.len() <= k.len() {
+        if !masks_pay(k.len(), many.len()) {
             return KeyCol::Lists { k, many };
         }
         let bits = |ns: &[u32]| {
@@ -183,14 +183,16 @@ impl KeyCol {
     /// The column of documents' keys `masks` in its form (`settled`): masks where the
     /// lists would hold more than a word a document.
     fn of_masks(masks: &[u64]) -> KeyCol {
-        let list_words: usize = (masks.iter())
+        // (the side list the lists would have: a length and the numbers per document
+        // of several keys)
+        let side: usize = (masks.iter())
             .map(|m| match m.count_ones() {
                 0 | 1 => 0,
                 n => 1 + n as usize,
             })
             .sum();
         let col = KeyCol::Masks(masks.into());
-        match list_words > masks.len() {
+        match masks_pay(masks.len(), side) {
             true => col,
             false => {
                 let (k, many) = col.lists();
@@ -391,6 +393,13 @@ impl KeyCol {
             KeyCol::Masks(masks) => each_bit(masks[i], f),
         }
     }
+}
+
+/// Whether a column of `docs` documents whose lists would need a side list of `side`
+/// words is smaller as masks (8 bytes a document against 4 a document and 4 a side
+/// word): the one rule of `KeyCol::settled` and `KeyCol::of_masks`.
+fn masks_pay(docs: usize, side: usize) -> bool {
+    side > docs
 }
 
 /// Calls `f` with the number of each bit set in `m`, lowest first.
