@@ -315,7 +315,8 @@ pub(crate) fn within_cells<'p>(
 
 #[cfg(test)]
 mod tests {
-    use crate::eval::{default_order, evaluate, reference_hits, Filter, Want};
+    use crate::eval::{evaluate, reference_hits, Filter};
+    use crate::hits::{default_order, Want};
     use crate::test_support::put_strings;
     use crate::{parse_query, IndexWriter, Snapshot};
     use discern_dimensions::Dimensions;

@@ -2,7 +2,7 @@
 
 use discern_dimensions::{IndexedValue, Slot, ValueRef};
 
-use crate::eval;
+use crate::hits;
 
 /// One indexed value slot per dimension, in document order.
 pub type DocValues = Box<[Option<IndexedValue>]>;
@@ -21,10 +21,10 @@ pub struct DocHead {
 }
 
 impl DocHead {
-    /// `eval::id_key(id)` (the columns keep it for ordering ties: `ChunkCols::id_key`).
+    /// `hits::id_key(id)` (the columns keep it for ordering ties: `ChunkCols::id_key`).
     #[inline]
     pub fn id_key(&self) -> u64 {
-        eval::id_key(&self.id)
+        hits::id_key(&self.id)
     }
 }
 
@@ -123,7 +123,7 @@ mod tests {
             vec![None, Some(IndexedValue::Int(3))].into(),
         );
         assert_eq!(&*d.id, "item-7");
-        assert_eq!(d.id_key(), eval::id_key("item-7"));
+        assert_eq!(d.id_key(), hits::id_key("item-7"));
         assert_eq!(d.value(1).as_deref(), Some(&IndexedValue::Int(3)));
         assert!(d.value(0).is_none() && d.value(2).is_none());
     }

@@ -15,8 +15,9 @@ use roaring::{MultiOps, RoaringBitmap};
 use crate::candidates::{element_lists, numeric_buckets, within_cells};
 use crate::columns::ChunkCols;
 use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
-use crate::eval::{default_order, Filter, Hit, Matched, Results, Sink, TopK, Want};
+use crate::eval::Filter;
 use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
+use crate::hits::{default_order, Hit, Matched, Results, Sink, TopK, Want};
 use crate::postings::{key_cell, union, DimPostings, PostingRef, CELL_DEG, NUMERIC_MANTISSA_BITS};
 use crate::sort::SortTop;
 use crate::{Doc, Snapshot};
@@ -753,7 +754,7 @@ mod tests {
                 exact_only: false,
             };
             let got =
-                crate::eval::evaluate(&snap, &mut q.criteria, &filter, crate::eval::Want::Top(k));
+                crate::eval::evaluate(&snap, &mut q.criteria, &filter, crate::hits::Want::Top(k));
             let ids: Vec<String> = got.hits.iter().map(|h| h.id.to_string()).collect();
             let want: Vec<String> = (0..k).map(|i| format!("listing-{i:05}")).collect();
             assert_eq!(ids, want, "k = {k}");

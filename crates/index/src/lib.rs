@@ -12,6 +12,7 @@ mod exact;
 mod facets;
 mod fuzzy;
 mod geo;
+mod hits;
 mod ids;
 mod intern;
 mod kernels;
@@ -32,8 +33,9 @@ mod writer;
 
 pub use criteria::Criterion;
 pub use doc::{Doc, DocHead, DocId, DocValues};
-pub use eval::{criteria_dims, evaluate, text_terms, Filter, Hit, Matched, Results, Want};
+pub use eval::{criteria_dims, evaluate, text_terms, Filter};
 pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
+pub use hits::{Hit, Matched, Results, Want};
 pub use query::{parse_export, parse_query, Explain, ExportRequest, GroupBy, Highlighting, Query};
 pub use sort::{sort_hits, SortKey};
 pub use writer::{index_values, Builder, IndexWriter, Prepared};

@@ -21,7 +21,8 @@ use roaring::RoaringBitmap;
 
 use crate::candidates::{element_union, numeric_range, within};
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node};
-use crate::eval::{scan, Filter, Results, Sink, TopK, Want};
+use crate::eval::{scan, Filter};
+use crate::hits::{Results, Sink, TopK, Want};
 use crate::{FastMap, Snapshot};
 use discern_dimensions::Interval;
 

@@ -9,8 +9,8 @@ use rayon::prelude::*;
 use serde_json::Value as J;
 
 use crate::columns::ColValue;
-use crate::eval::{default_order, order_parts, Hit, Results, Sink, Tally};
 use crate::geo::{haversine_pre, GeoPoint, Unit};
+use crate::hits::{default_order, order_parts, Hit, Results, Sink, Tally};
 use crate::query::{as_bool, as_f64, as_str, bad, member};
 use crate::{Snapshot, CHUNK};
 
@@ -455,7 +455,8 @@ fn flip(o: Ordering, reverse: bool) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::{evaluate, Filter, Want};
+    use crate::eval::{evaluate, Filter};
+    use crate::hits::Want;
     use crate::test_support::put_strings;
     use crate::{parse_query, IndexWriter};
     use discern_model::Record;
@@ -693,7 +694,7 @@ mod tests {
             prop_assert_eq!(&page[..], &full[..k.min(full.len())]);
             prop_assert_eq!((top.total, top.exact_count), (all.total, all.exact_count));
             let matched = top.matched.expect("asked for");
-            let expect = crate::eval::Matched::of_hits(&all.hits);
+            let expect = crate::hits::Matched::of_hits(&all.hits);
             prop_assert_eq!(&matched.exact, &expect.exact);
             prop_assert_eq!(&matched.other, &expect.other);
             // a column gives what the row gives, to the bit

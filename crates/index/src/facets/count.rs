@@ -576,7 +576,8 @@ fn tree_counts_by_path(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::{evaluate, Filter, Matched, Want};
+    use crate::eval::{evaluate, Filter};
+    use crate::hits::{Matched, Want};
     use crate::test_support::put_strings;
     use crate::{parse_query, IndexWriter};
     use discern_dimensions::Dimensions;

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value as J};
 
 use rayon::prelude::*;
 
-use crate::eval::Matched;
+use crate::hits::Matched;
 use crate::query::{as_bool, as_str, as_usize, bad, member};
 use crate::Snapshot;
 

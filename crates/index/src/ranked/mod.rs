@@ -20,8 +20,9 @@ mod tests;
 use bounds::Bounds;
 
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
-use crate::eval::{Filter, Hit, Matched, Results, Sink, TopK, Want};
+use crate::eval::Filter;
 use crate::exact::{exact_intersection, id_key, others_score_zero};
+use crate::hits::{Hit, Matched, Results, Sink, TopK, Want};
 use crate::text::{grade, Gathered, Scored, TextMatcher};
 use crate::Snapshot;
 

@@ -2,7 +2,8 @@
 
 use super::bounds::Bounds;
 use super::*;
-use crate::eval::{default_order, evaluate, reference_hits};
+use crate::eval::{evaluate, reference_hits};
+use crate::hits::default_order;
 use crate::postings::{length_class, length_class_bounds};
 use crate::{parse_query, IndexWriter};
 use discern_dimensions::Dimensions;
