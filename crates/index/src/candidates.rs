@@ -1,7 +1,7 @@
 //! Candidate documents: before any item is scored, the postings narrow a query to a
 //! superset of the documents that can survive it — those its culled criteria cannot
 //! drop and, with `exactMatchesOnly`, those every criterion can find exact. Scoring then
-//! runs the §7.2 rules (`criteria.rs`) on the candidates only, so results are identical
+//! runs the §7.2 rules (`criteria/`) on the candidates only, so results are identical
 //! to a full scan; a criterion the postings cannot bound (groups, ...) simply does not
 //! narrow.
 

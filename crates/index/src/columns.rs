@@ -5,7 +5,7 @@
 //! whole-collection scan reads these instead of following every document's pointers;
 //! documents with several numbers or points in a dimension are marked and read from
 //! their row (several elements are kept in a side list). The rules themselves stay in
-//! `criteria.rs`.
+//! `criteria/`.
 
 use std::sync::{Arc, OnceLock};
 

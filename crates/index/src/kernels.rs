@@ -2,7 +2,7 @@
 //! chunk in one loop over its column: the column and the matcher are matched once per
 //! chunk instead of once per document, and the loop reads flat arrays. Outcomes are kept
 //! per criterion and combined in criterion order, so every figure is bit for bit the
-//! one `Criterion::eval` gives item by item. The rules themselves stay in `criteria.rs`;
+//! one `Criterion::eval` gives item by item. The rules themselves stay in `criteria/`;
 //! a document a column cannot describe (several values) is evaluated from its row.
 
 use crate::columns::{bit, ChunkCols, Col, NO_ELEMENT};
