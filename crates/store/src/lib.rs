@@ -8,6 +8,7 @@
 //! applied again. Files the catalog then does not list are orphans of an interrupted
 //! apply (or of retention) and are deleted.
 
+mod actions;
 mod apply;
 mod journal;
 mod log;
