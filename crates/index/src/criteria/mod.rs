@@ -1,6 +1,6 @@
 //! Criteria (SPEC §7.2): typed matchers (read from a request by `parse.rs`) and the
 //! per-item relevance rules. Every formula of §7.2 lives in this module, `geo.rs`
-//! (distances) and `text.rs` (BM25).
+//! (distances) and `text/` (BM25).
 
 use std::collections::HashSet;
 use std::sync::Arc;

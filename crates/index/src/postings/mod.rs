@@ -2,7 +2,7 @@
 //! a persistent ordered map (an apply copies only the paths and bitmaps it touches, and
 //! text prefixes are key ranges). They narrow a query to the documents that can survive
 //! its culled and exact criteria (`candidates.rs`) and give text criteria their document
-//! frequencies and matching documents without a scan (`text.rs`).
+//! frequencies and matching documents without a scan (`text/`).
 //!
 //! Keys per dimension type: keyword/groupBy values; tree/ordered/mutex element numbers
 //! (big-endian u32); text `field (big-endian u16) ++ token`, and for a token repeated in
