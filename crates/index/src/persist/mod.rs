@@ -17,17 +17,21 @@
 use std::io::{self, Read, Seek, Write};
 use std::sync::Arc;
 
-use discern_dimensions::{Dimensions, IndexedValue, StrList, TermList};
+use discern_dimensions::Dimensions;
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::intern::{Interner, SharedInterner};
-use crate::numbering::Numbering;
-use crate::postings::{DimPostings, Posting};
 use crate::terms::TermDict;
-use crate::{Chunk, Doc, IndexWriter, Snapshot, CHUNK};
+use crate::{Chunk, IndexWriter, Snapshot, CHUNK};
 
 mod blocks;
+mod parts;
+
+use parts::{
+    decode_bitmap, decode_chunk, decode_postings, decode_vocab, encode_bitmap, encode_chunk,
+    encode_vocab, write_postings,
+};
 
 use blocks::{write_block, BlockReader, SPILL_AT};
 pub use blocks::{Corrupt, LoadError};
@@ -39,252 +43,6 @@ const MAGIC: &[u8; 8] = b"discernI";
 pub const FORMAT: u32 = 8;
 /// Chunks encoded or decoded together (in parallel).
 const CHUNK_BATCH: usize = 64;
-
-const TAG_STRINGS: u8 = 1;
-const TAG_INTS: u8 = 2;
-const TAG_DOUBLES: u8 = 3;
-const TAG_POINTS: u8 = 4;
-const TAG_ELEMENTS: u8 = 5;
-/// Text as tokens: never written (the index holds text as `Terms`), refused when read.
-const TAG_TEXT: u8 = 6;
-const TAG_TERMS: u8 = 7;
-
-fn encode_value(e: &mut Enc, v: Option<&IndexedValue>) {
-    let Some(v) = v else {
-        e.u8(0);
-        return;
-    };
-    match v {
-        IndexedValue::Strings(s) | IndexedValue::Text(s) => {
-            e.u8(if matches!(v, IndexedValue::Text(_)) {
-                TAG_TEXT
-            } else {
-                TAG_STRINGS
-            });
-            e.bytes(s.as_raw());
-        }
-        IndexedValue::Terms(t) => {
-            e.u8(TAG_TERMS);
-            e.bytes(t.as_raw());
-        }
-        IndexedValue::Int(_) | IndexedValue::Ints(_) => {
-            let x = v.ints().unwrap_or_default();
-            e.u8(TAG_INTS);
-            e.u32(x.len() as u32);
-            x.iter().for_each(|&x| e.u64(x as u64));
-        }
-        IndexedValue::Double(_) | IndexedValue::Doubles(_) => {
-            let x = v.doubles().unwrap_or_default();
-            e.u8(TAG_DOUBLES);
-            e.u32(x.len() as u32);
-            x.iter().for_each(|&x| e.u64(x.to_bits()));
-        }
-        IndexedValue::Points(p) => {
-            e.u8(TAG_POINTS);
-            e.u32(p.len() as u32);
-            for &(lat, lon) in p.iter() {
-                e.u64(lat.to_bits());
-                e.u64(lon.to_bits());
-            }
-        }
-        IndexedValue::Elements(x) => {
-            e.u8(TAG_ELEMENTS);
-            e.u32(x.len() as u32);
-            x.iter().for_each(|&x| e.u32(x));
-        }
-    }
-}
-
-/// Decodes dimension `dim`'s value, through `interner`; `vocab_len`: per dimension, how
-/// many tokens its vocabulary numbers; `elements` is scratch space.
-fn decode_value(
-    d: &mut Dec<'_>,
-    dim: usize,
-    interner: &SharedInterner,
-    vocab_len: &[usize],
-    elements: &mut Vec<u32>,
-) -> Result<Option<IndexedValue>, Corrupt> {
-    let tag = d.u8()?;
-    Ok(Some(match tag {
-        0 => return Ok(None),
-        TAG_STRINGS => {
-            let raw = d.bytes()?;
-            IndexedValue::Strings(interner.list(dim, raw, || {
-                StrList::from_raw(raw).ok_or(Corrupt("string list"))
-            })?)
-        }
-        TAG_TERMS => {
-            let raw = d.bytes()?;
-            let words = vocab_len.get(dim).copied().unwrap_or(0);
-            IndexedValue::Terms(interner.terms(dim, raw, || {
-                TermList::from_raw(raw)
-                    .filter(|t| t.max().is_none_or(|n| (n as usize) < words))
-                    .ok_or(Corrupt("token numbers"))
-            })?)
-        }
-        TAG_INTS => {
-            let n = d.count(8)?;
-            IndexedValue::from_ints(
-                (0..n)
-                    .map(|_| d.u64().map(|x| x as i64))
-                    .collect::<Result<_, _>>()?,
-            )
-        }
-        TAG_DOUBLES => {
-            let n = d.count(8)?;
-            IndexedValue::from_doubles(
-                (0..n)
-                    .map(|_| d.u64().map(f64::from_bits))
-                    .collect::<Result<_, _>>()?,
-            )
-        }
-        TAG_POINTS => {
-            let n = d.count(16)?;
-            IndexedValue::Points(
-                (0..n)
-                    .map(|_| Ok((f64::from_bits(d.u64()?), f64::from_bits(d.u64()?))))
-                    .collect::<Result<Vec<_>, Corrupt>>()?
-                    .into(),
-            )
-        }
-        TAG_ELEMENTS => {
-            let n = d.count(4)?;
-            elements.clear();
-            for _ in 0..n {
-                elements.push(d.u32()?);
-            }
-            IndexedValue::Elements(interner.elements(dim, elements))
-        }
-        _ => return Err(Corrupt("value type")),
-    }))
-}
-
-fn encode_chunk(chunk: &Chunk) -> Vec<u8> {
-    let mut e = Enc::default();
-    for doc in chunk.docs.iter() {
-        match doc {
-            None => e.u8(0),
-            Some(doc) => {
-                e.u8(1);
-                e.bytes(doc.id.as_bytes());
-                for v in doc.values() {
-                    encode_value(&mut e, v.as_deref());
-                }
-            }
-        }
-    }
-    e.0
-}
-
-fn decode_chunk(
-    b: &[u8],
-    dims: usize,
-    interner: &SharedInterner,
-    vocab_len: &[usize],
-) -> Result<Chunk, Corrupt> {
-    let mut d = Dec(b);
-    let mut docs: Vec<Option<Doc>> = Vec::with_capacity(CHUNK);
-    let mut elements = Vec::new();
-    for _ in 0..CHUNK {
-        if d.u8()? == 0 {
-            docs.push(None);
-            continue;
-        }
-        let id: crate::DocId = std::str::from_utf8(d.bytes()?)
-            .map_err(|_| Corrupt("item id"))?
-            .into();
-        let values = (0..dims)
-            .map(|dim| decode_value(&mut d, dim, interner, vocab_len, &mut elements))
-            .collect::<Result<_, _>>()?;
-        docs.push(Some(Doc::new(id, values)));
-    }
-    d.done()?;
-    Ok(Chunk {
-        docs: docs.into_iter().collect(),
-        ..Default::default()
-    })
-}
-
-fn encode_bitmap(e: &mut Enc, b: &RoaringBitmap) {
-    e.u64(b.serialized_size() as u64);
-    // writing into a Vec cannot fail
-    let _ = b.serialize_into(&mut e.0);
-}
-
-fn decode_bitmap(d: &mut Dec<'_>) -> Result<RoaringBitmap, Corrupt> {
-    RoaringBitmap::deserialize_from(d.bytes()?).map_err(|_| Corrupt("bitmap"))
-}
-
-fn write_postings<W: Write + Seek>(
-    p: Option<&DimPostings>,
-    w: &mut W,
-    spill_at: usize,
-) -> io::Result<()> {
-    let mut out = StreamedBlock::begin(w, spill_at)?;
-    match p {
-        None => out.e.u8(0),
-        Some(p) => {
-            let sets = p.map.iter().map(|(k, b)| (&k[..], b.get().bitmap()));
-            encode_postings_of(p, p.map.len(), sets, &mut out)?;
-        }
-    }
-    out.end()
-}
-
-/// `p`'s postings block with `sets` (`n` keys and their documents, in key order) for its
-/// map's.
-fn encode_postings_of<'a, W: Write + Seek>(
-    p: &DimPostings,
-    n: usize,
-    sets: impl Iterator<Item = (&'a [u8], std::borrow::Cow<'a, RoaringBitmap>)>,
-    out: &mut StreamedBlock<'_, W>,
-) -> io::Result<()> {
-    let e = &mut out.e;
-    e.u8(1);
-    encode_bitmap(e, &p.has);
-    e.u32(p.field_stats.len() as u32);
-    for &(tokens, docs) in &p.field_stats {
-        e.u64(tokens);
-        e.u64(docs);
-    }
-    e.u32(n as u32);
-    for (k, b) in sets {
-        out.e.bytes(k);
-        encode_bitmap(&mut out.e, &b);
-        out.spill()?;
-    }
-    Ok(())
-}
-
-fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
-    let mut d = Dec(b);
-    if d.u8()? == 0 {
-        d.done()?;
-        return Ok(None);
-    }
-    let has = Arc::new(decode_bitmap(&mut d)?);
-    let n = d.count(16)?;
-    let field_stats = (0..n)
-        .map(|_| Ok((d.u64()?, d.u64()?)))
-        .collect::<Result<_, Corrupt>>()?;
-    let n = d.count(16)?;
-    let mut entries: Vec<(Box<[u8]>, Posting)> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let k: Box<[u8]> = d.bytes()?.into();
-        if entries.last().is_some_and(|(prev, _)| *prev >= k) {
-            return Err(Corrupt("postings keys out of order"));
-        }
-        let docs = Posting::of(decode_bitmap(&mut d)?).ok_or(Corrupt("an empty postings set"))?;
-        entries.push((k, docs));
-    }
-    d.done()?;
-    Ok(Some(Arc::new(DimPostings {
-        map: crate::postings::packed(entries),
-        has,
-        field_stats,
-        shorter: Default::default(),
-    })))
-}
 
 /// What of the writer a saved index keeps, taken together with the snapshot it goes
 /// with (while no apply can run), so that the file can be written after the writer is
@@ -531,39 +289,6 @@ pub fn load_if<R: Read + Send>(
 
 type IdMap = crate::ids::IdIndex;
 
-/// A dimension's vocabulary block (`decode_vocab`): its words in number order.
-fn encode_vocab(v: Option<&Numbering>) -> Vec<u8> {
-    let mut e = Enc::default();
-    match v {
-        None => e.u8(0),
-        Some(v) => {
-            e.u8(1);
-            let v = v.read();
-            e.u32(v.all().len() as u32);
-            v.all().iter().for_each(|s| e.bytes(s.as_bytes()));
-        }
-    }
-    e.0
-}
-
-/// A dimension's vocabulary block: `None` for a dimension that has none.
-fn decode_vocab(b: &[u8]) -> Result<Option<Arc<Numbering>>, LoadError> {
-    let mut d = Dec(b);
-    if d.u8()? == 0 {
-        d.done()?;
-        return Ok(None);
-    }
-    let n = d.count(8)?;
-    let mut strings: Vec<Arc<str>> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let s = std::str::from_utf8(d.bytes()?).map_err(|_| Corrupt("vocabulary"))?;
-        strings.push(s.into());
-    }
-    d.done()?;
-    let numbering = Numbering::from_strings(strings).ok_or(Corrupt("vocabulary"))?;
-    Ok(Some(Arc::new(numbering)))
-}
-
 /// The chunks, read in batches — a batch decoded (in parallel) while the next is read
 /// into the other set of buffers and the previous one's ids are mapped — the writer's
 /// id map and the interner of the keyword values the documents share. Checks that the
@@ -645,8 +370,11 @@ fn load_docs<R: Read + Send>(
 
 #[cfg(test)]
 mod tests {
+    use super::parts::encode_postings_of;
     use super::*;
+    use crate::numbering::Numbering;
     use crate::test_support::put_strings;
+    use discern_dimensions::IndexedValue;
     use discern_model::{Record, Value};
     use proptest::prelude::*;
 
