@@ -3,7 +3,7 @@
 use discern_model::Result;
 use serde_json::{Map, Value as J};
 
-use crate::query::{as_f64, bad, member};
+use crate::query::{as_f64, bad, member, text_of};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Unit {
@@ -257,16 +257,8 @@ impl GeoRef {
         }
         if let Some(z) = member(obj, "zipcode") {
             let zips: Vec<String> = match z {
-                J::Array(a) => a
-                    .iter()
-                    .map(|x| {
-                        x.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| x.to_string())
-                    })
-                    .collect(),
-                J::String(s) => vec![s.clone()],
-                other => vec![other.to_string()],
+                J::Array(a) => a.iter().map(text_of).collect(),
+                other => vec![text_of(other)],
             };
             for zc in zips {
                 match discern_dimensions::zip::centroid(&zc) {

@@ -106,6 +106,13 @@ pub(crate) fn as_bool(v: &J, path: &str) -> Result<bool> {
     }
 }
 
+/// A value as text: a string as it is, anything else (a number, say) as its JSON.
+pub(crate) fn text_of(v: &J) -> String {
+    v.as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| v.to_string())
+}
+
 pub(crate) fn as_str<'a>(v: &'a J, path: &str) -> Result<&'a str> {
     v.as_str()
         .ok_or_else(|| bad(path, format!("expected a string, got {v}")))

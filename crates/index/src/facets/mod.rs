@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value as J};
 use rayon::prelude::*;
 
 use crate::hits::Matched;
-use crate::query::{as_bool, as_str, as_usize, bad, member};
+use crate::query::{as_bool, as_str, as_usize, bad, member, text_of};
 use crate::Snapshot;
 
 mod count;
@@ -49,15 +49,7 @@ pub struct DrillDown {
 fn id_list(v: Option<&J>, path: &str) -> Result<Option<Vec<String>>> {
     match v {
         None => Ok(None),
-        Some(J::Array(a)) => Ok(Some(
-            a.iter()
-                .map(|x| {
-                    x.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| x.to_string())
-                })
-                .collect(),
-        )),
+        Some(J::Array(a)) => Ok(Some(a.iter().map(text_of).collect())),
         Some(other) => Err(bad(path, format!("expected an array of ids, got {other}"))),
     }
 }

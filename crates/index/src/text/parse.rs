@@ -8,7 +8,7 @@ use roaring::RoaringBitmap;
 use serde_json::{Map, Value as J};
 
 use super::{FieldQuery, Graded, TextMatcher};
-use crate::query::{as_bool, as_f64, as_str, bad, member};
+use crate::query::{as_bool, as_f64, as_str, bad, member, text_of};
 
 impl TextMatcher {
     pub fn parse(obj: &Map<String, J>, path: &str, spec: &TextSpec) -> Result<Option<TextMatcher>> {
@@ -17,17 +17,8 @@ impl TextMatcher {
             return Ok(None);
         };
         let text = match value {
-            J::String(s) => s.clone(),
-            J::Array(a) => a
-                .iter()
-                .map(|x| {
-                    x.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| x.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
-            other => other.to_string(),
+            J::Array(a) => a.iter().map(text_of).collect::<Vec<_>>().join(" "),
+            other => text_of(other),
         };
         let selected: Option<Vec<String>> = match member(obj, "fields") {
             None => None,
