@@ -389,3 +389,20 @@ pub fn parse_export(body: &J, dims: &Dimensions) -> Result<ExportRequest> {
             .unwrap_or_default(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Members that take text take a number (or anything else) as its JSON: a ZIP code
+    /// or a bucket id sent as a number reads as the string a client would have sent.
+    #[test]
+    fn text_of_keeps_strings_and_writes_the_rest_as_json() {
+        assert_eq!(text_of(&J::from("10001")), "10001");
+        assert_eq!(text_of(&J::from(" a \"b\" ")), " a \"b\" ");
+        assert_eq!(text_of(&serde_json::json!(10001)), "10001");
+        assert_eq!(text_of(&serde_json::json!(2.5)), "2.5");
+        assert_eq!(text_of(&serde_json::json!(true)), "true");
+        assert_eq!(text_of(&serde_json::json!(["x"])), "[\"x\"]");
+    }
+}

@@ -12,8 +12,8 @@ use crate::apply::ItemChange;
 use crate::db_err;
 use crate::meta::ChangesetType;
 
-#[derive(Default)]
 /// Items an apply created, modified and deleted (statistics, SPEC §11).
+#[derive(Default)]
 pub(crate) struct Counts {
     pub(crate) created: u64,
     pub(crate) modified: u64,
