@@ -106,6 +106,34 @@ pub(crate) fn as_bool(v: &J, path: &str) -> Result<bool> {
     }
 }
 
+/// Member `name` of `obj` as a boolean (`path` names the object in an error);
+/// `default` when absent or null.
+pub(crate) fn flag(obj: &Map<String, J>, name: &str, path: &str, default: bool) -> Result<bool> {
+    member(obj, name)
+        .map(|v| as_bool(v, &format!("{path}.{name}")))
+        .transpose()
+        .map(|b| b.unwrap_or(default))
+}
+
+/// Member `name` of `obj`, a string naming one of two ways (`off`, `on`), as whether it
+/// names `on`; `off` when absent or null, a 400 naming the member for any other word.
+pub(crate) fn switch(
+    obj: &Map<String, J>,
+    name: &str,
+    path: &str,
+    (off, on): (&str, &str),
+) -> Result<bool> {
+    let at = format!("{path}.{name}");
+    match member(obj, name) {
+        None => Ok(false),
+        Some(v) => match as_str(v, &at)? {
+            w if w == off => Ok(false),
+            w if w == on => Ok(true),
+            other => Err(bad(&at, format!("{other:?} is not {off} or {on}"))),
+        },
+    }
+}
+
 /// A value as text: a string as it is, anything else (a number, say) as its JSON.
 pub(crate) fn text_of(v: &J) -> String {
     v.as_str()
@@ -404,5 +432,41 @@ mod tests {
         assert_eq!(text_of(&serde_json::json!(2.5)), "2.5");
         assert_eq!(text_of(&serde_json::json!(true)), "true");
         assert_eq!(text_of(&serde_json::json!(["x"])), "[\"x\"]");
+    }
+
+    fn obj(v: J) -> Map<String, J> {
+        match v {
+            J::Object(m) => m,
+            _ => unreachable!("an object"),
+        }
+    }
+
+    /// A boolean member: its value, the default when absent or null, a 400 naming the
+    /// member otherwise.
+    #[test]
+    fn flag_reads_a_boolean_member_or_its_default() {
+        let o = obj(serde_json::json!({"a": true, "b": null, "c": "no"}));
+        assert!(flag(&o, "a", "x", false).unwrap());
+        assert!(flag(&o, "b", "x", true).unwrap());
+        assert!(!flag(&o, "missing", "x", false).unwrap());
+        let e = flag(&o, "c", "facets.f", false).unwrap_err().to_string();
+        assert!(e.contains("facets.f.c"), "{e}");
+    }
+
+    /// A two-way switch: the second word is `true`, the first (or none) `false`, any
+    /// other word a 400 naming the member and both words.
+    #[test]
+    fn switch_takes_one_of_two_words() {
+        let o = obj(serde_json::json!({"s": "all", "t": "any", "u": "most", "v": 3}));
+        let sw = |name| switch(&o, name, "criteria[0]", ("any", "all"));
+        assert!(sw("s").unwrap());
+        assert!(!sw("t").unwrap());
+        assert!(!sw("missing").unwrap());
+        let e = sw("u").unwrap_err().to_string();
+        assert!(
+            e.contains("criteria[0].u") && e.contains("\"most\" is not any or all"),
+            "{e}"
+        );
+        assert!(sw("v").is_err());
     }
 }

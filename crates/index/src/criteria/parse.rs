@@ -10,7 +10,7 @@ use serde_json::{Map, Value as J};
 
 use super::{element_rules, Criterion, Leaf, Matcher, Node, MAX_GROUP_DEPTH};
 use crate::geo::{GeoRef, Unit};
-use crate::query::{as_bool, as_f64, as_str, bad, member};
+use crate::query::{as_f64, as_str, bad, flag, member};
 use crate::text::TextMatcher;
 
 pub(crate) fn parse_criteria(
@@ -43,13 +43,6 @@ fn unit_f64(obj: &Map<String, J>, name: &str, path: &str, default: f64) -> Resul
             Ok(x)
         }
     }
-}
-
-fn flag(obj: &Map<String, J>, name: &str, path: &str) -> Result<bool> {
-    member(obj, name)
-        .map(|v| as_bool(v, &format!("{path}.{name}")))
-        .transpose()
-        .map(|b| b.unwrap_or(false))
 }
 
 /// A string or an array of strings/numbers as strings.
@@ -87,8 +80,8 @@ fn parse_criterion(v: &J, path: &str, dims: &Dimensions, depth: usize) -> Result
         }
         None => 1.0,
     };
-    let cull = flag(obj, "cull", path)?;
-    let exact_match = flag(obj, "exactMatch", path)?;
+    let cull = flag(obj, "cull", path, false)?;
+    let exact_match = flag(obj, "exactMatch", path, false)?;
     let node = if member(obj, "dimension").is_none()
         && (member(obj, "criteria").is_some() || member(obj, "operator").is_some())
     {
@@ -142,7 +135,7 @@ fn parse_leaf(obj: &Map<String, J>, path: &str, dims: &Dimensions) -> Result<Lea
     };
     let mut leaf = Leaf {
         dim: None,
-        null_exact: flag(obj, "nullExactMatch", path)?,
+        null_exact: flag(obj, "nullExactMatch", path, false)?,
         exact_rel: unit_f64(obj, "exactRelevance", path, 1.0)?,
         fuzzy_rel: unit_f64(obj, "fuzzyRelevance", path, 1.0)?,
         null_rel: unit_f64(obj, "nullRelevance", path, 0.0)?,
@@ -284,8 +277,8 @@ fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result
     };
     let min = member(obj, "min").map(|v| scalar(v, "min")).transpose()?;
     let max = member(obj, "max").map(|v| scalar(v, "max")).transpose()?;
-    let min_incl = flag_default(obj, "minInclusive", path, true)?;
-    let max_incl = flag_default(obj, "maxInclusive", path, true)?;
+    let min_incl = flag(obj, "minInclusive", path, true)?;
+    let max_incl = flag(obj, "maxInclusive", path, true)?;
     let value = match member(obj, "value") {
         None => None,
         Some(J::String(s)) if Interval::looks_like(s) => Some(
@@ -328,13 +321,6 @@ fn parse_numeric(obj: &Map<String, J>, path: &str, spec: &NumericSpec) -> Result
         None => Matcher::Has,
         Some(set) => Matcher::Numeric { set, scale },
     })
-}
-
-fn flag_default(obj: &Map<String, J>, name: &str, path: &str, default: bool) -> Result<bool> {
-    member(obj, name)
-        .map(|v| as_bool(v, &format!("{path}.{name}")))
-        .transpose()
-        .map(|b| b.unwrap_or(default))
 }
 
 fn intersect(a: Interval, b: Interval) -> Interval {

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value as J};
 use rayon::prelude::*;
 
 use crate::hits::Matched;
-use crate::query::{as_bool, as_str, as_usize, bad, member, text_of};
+use crate::query::{as_str, as_usize, bad, flag, member, switch, text_of};
 use crate::Snapshot;
 
 mod count;
@@ -93,19 +93,7 @@ pub fn parse_facets(v: &J, dims: &Dimensions) -> Result<Vec<FacetRequest>> {
                 other => return Err(bad(&p("sortBy"), format!("unknown facet order {other:?}"))),
             },
         };
-        let count_total = match member(obj, "countType") {
-            None => false,
-            Some(c) => match as_str(c, &p("countType"))? {
-                "exact" => false,
-                "total" => true,
-                other => {
-                    return Err(bad(
-                        &p("countType"),
-                        format!("{other:?} is not exact or total"),
-                    ))
-                }
-            },
-        };
+        let count_total = switch(obj, "countType", &path, ("exact", "total"))?;
         let data_ids = id_list(member(obj, "dataIds"), &p("dataIds"))?;
         let root = match member(obj, "rootId") {
             None => None,
@@ -133,14 +121,8 @@ pub fn parse_facets(v: &J, dims: &Dimensions) -> Result<Vec<FacetRequest>> {
                 .transpose()?
                 .unwrap_or(1),
             sort,
-            include_label: member(obj, "includeLabel")
-                .map(|v| as_bool(v, &p("includeLabel")))
-                .transpose()?
-                .unwrap_or(true),
-            include_bounds: member(obj, "includeBounds")
-                .map(|v| as_bool(v, &p("includeBounds")))
-                .transpose()?
-                .unwrap_or(false),
+            include_label: flag(obj, "includeLabel", &path, true)?,
+            include_bounds: flag(obj, "includeBounds", &path, false)?,
             count_total,
             data_ids,
             root,

@@ -8,7 +8,7 @@ use roaring::RoaringBitmap;
 use serde_json::{Map, Value as J};
 
 use super::{FieldQuery, Graded, TextMatcher};
-use crate::query::{as_bool, as_f64, as_str, bad, member, text_of};
+use crate::query::{as_bool, as_f64, bad, flag, member, switch, text_of};
 
 impl TextMatcher {
     pub fn parse(obj: &Map<String, J>, path: &str, spec: &TextSpec) -> Result<Option<TextMatcher>> {
@@ -55,36 +55,9 @@ impl TextMatcher {
         let ignore_len = member(obj, "ignoreFieldLength")
             .map(|v| as_bool(v, &p("ignoreFieldLength")))
             .transpose()?;
-        let ignore_idf = member(obj, "ignoreInverseDocumentFrequency")
-            .map(|v| as_bool(v, &p("ignoreInverseDocumentFrequency")))
-            .transpose()?
-            .unwrap_or(false);
-        let require_all = match member(obj, "exactRequires") {
-            None => false,
-            Some(v) => match as_str(v, &p("exactRequires"))? {
-                "any" => false,
-                "all" => true,
-                other => {
-                    return Err(bad(
-                        &p("exactRequires"),
-                        format!("{other:?} is not any or all"),
-                    ))
-                }
-            },
-        };
-        let prefix_last = match member(obj, "searchStyle") {
-            None => false,
-            Some(v) => match as_str(v, &p("searchStyle"))? {
-                "words" => false,
-                "startsWith" => true,
-                other => {
-                    return Err(bad(
-                        &p("searchStyle"),
-                        format!("{other:?} is not words or startsWith"),
-                    ))
-                }
-            },
-        };
+        let ignore_idf = flag(obj, "ignoreInverseDocumentFrequency", path, false)?;
+        let require_all = switch(obj, "exactRequires", path, ("any", "all"))?;
+        let prefix_last = switch(obj, "searchStyle", path, ("words", "startsWith"))?;
         let min_prefix = member(obj, "minStartsWithLength")
             .map(|v| as_f64(v, &p("minStartsWithLength")))
             .transpose()?
