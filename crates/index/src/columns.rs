@@ -498,6 +498,11 @@ impl ChunkCols {
         self.id_keys[i]
     }
 
+    /// Every slot's `Doc::id_key` (of an empty slot: any).
+    pub(crate) fn id_keys(&self) -> &[u64] {
+        &self.id_keys
+    }
+
     /// The elements of document `i` in an elements column when it has several (`None`:
     /// one or none, or not an elements column).
     #[inline]

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use discern_dimensions::DimensionKind;
 use rayon::prelude::*;
 
+use crate::admit::Admit;
 use crate::candidates::candidates;
 use crate::criteria::{Criterion, EvalCtx, Matcher, Node};
 #[cfg(test)]
@@ -145,23 +146,12 @@ pub struct Filter<'a> {
 }
 
 impl Filter<'_> {
-    /// Whether every document is admitted: then a scan need not read documents' ids.
-    pub(crate) fn admits_all(&self) -> bool {
-        self.items.is_none() && self.not_items.is_none_or(|s| s.is_empty())
-    }
-
-    pub(crate) fn admits(&self, doc: &crate::Doc) -> bool {
-        if let Some(items) = self.items {
-            if !items.contains(&*doc.id) {
-                return false;
-            }
-        }
-        if let Some(not) = self.not_items {
-            if not.contains(&*doc.id) {
-                return false;
-            }
-        }
-        true
+    /// Whether the ids admit document `doc`, read from its row: the reference
+    /// evaluation's test, apart from the sets `Admit` resolves them to.
+    #[cfg(test)]
+    pub(crate) fn admits_row(&self, doc: &crate::Doc) -> bool {
+        self.items.is_none_or(|items| items.contains(&*doc.id))
+            && self.not_items.is_none_or(|not| !not.contains(&*doc.id))
     }
 }
 
@@ -184,7 +174,7 @@ pub(crate) fn scan<S: Sink>(
     candidates: Option<&[u32]>,
     criteria: &[Criterion],
     ctx: &EvalCtx,
-    filter: &Filter<'_>,
+    filter: &Admit,
     make: impl Fn() -> S + Sync + Send,
 ) -> S {
     let part = || Part {
@@ -198,11 +188,11 @@ pub(crate) fn scan<S: Sink>(
                c: usize,
                positions: &mut dyn Iterator<Item = usize>| {
         let chunk = &snap.chunks()[c];
+        let base = (c * crate::CHUNK) as u32;
         p.idx.clear();
         for i in positions {
-            if let Some(Some(doc)) = chunk.docs.get(i) {
-                // (the row is not touched when every document is admitted)
-                if admit_all || filter.admits(doc) {
+            if let Some(Some(_)) = chunk.docs.get(i) {
+                if admit_all || filter.admits(base + i as u32) {
                     p.idx.push(i as u16);
                 }
             }
@@ -308,10 +298,14 @@ pub fn evaluate(
     let mut scales = vec![0.0; snap.dims.len()];
     prepare(criteria, snap, &mut scales, false);
     let ctx = EvalCtx { scales };
+    let filter = &Admit::new(snap, filter);
     let mut has_text = false;
     for_each_text(criteria, &mut |_, _| has_text = true);
     if !has_text {
-        if let Some((set, r)) = exact_results(snap, criteria, &ctx, filter.exact_only) {
+        if let Some((mut set, r)) = exact_results(snap, criteria, &ctx, filter.exact_only) {
+            if let Some(only) = filter.only() {
+                set &= only;
+            }
             return from_set(snap, &set, r, filter, want, ctx);
         }
         if let Some(results) = reached_results(snap, criteria, &ctx, filter, want) {
@@ -328,7 +322,11 @@ pub fn evaluate(
         });
     }
     let mut candidates: Option<Vec<u32>> =
-        candidates(snap, criteria, filter.exact_only).map(|c| c.iter().collect());
+        match (candidates(snap, criteria, filter.exact_only), filter.only()) {
+            (Some(c), Some(only)) => Some((c & only).iter().collect()),
+            (None, Some(only)) => Some(only.iter().collect()),
+            (c, None) => c.map(|c| c.iter().collect()),
+        };
     if has_text {
         // Text relevance is graded against the best score among the results, known
         // only once culling is: a first pass finds the results (membership and
@@ -394,7 +392,7 @@ pub(crate) fn reference_hits(
     for (c, chunk) in snap.chunks().iter().enumerate() {
         for (i, slot) in chunk.docs.iter().enumerate() {
             let Some(doc) = slot else { continue };
-            if !filter.admits(doc) {
+            if !filter.admits_row(doc) {
                 continue;
             }
             let n = (c * crate::CHUNK + i) as u32;

@@ -12,10 +12,10 @@
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
+use crate::admit::Admit;
 use crate::candidates::{element_lists, numeric_buckets, within_cells};
 use crate::columns::ChunkCols;
 use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
-use crate::eval::Filter;
 use crate::geo::{GeoRef, Unit, FLOOR_SLACK};
 use crate::hits::{default_order, Hit, Matched, Results, Sink, TopK, Want};
 use crate::postings::{key_cell, union, DimPostings, PostingRef, CELL_DEG, NUMERIC_MANTISSA_BITS};
@@ -531,13 +531,13 @@ fn scan_set<S: Sink>(
     snap: &Snapshot,
     set: &RoaringBitmap,
     r: f64,
-    filter: &Filter<'_>,
+    filter: &Admit,
     make: impl Fn() -> S + Sync + Send,
 ) -> S {
     let admit_all = filter.admits_all();
     let run = |mut sink: S, docs: std::ops::Range<u32>| {
         for_each_doc(snap, set.range(docs), |n, doc, cols| {
-            if admit_all || filter.admits(doc) {
+            if admit_all || filter.admits(n) {
                 sink.offer(n, doc, id_key(doc, cols), true, r);
             }
         });
@@ -605,7 +605,7 @@ pub(crate) fn from_set(
     snap: &Snapshot,
     set: &RoaringBitmap,
     r: f64,
-    filter: &Filter<'_>,
+    filter: &Admit,
     want: Want<'_>,
     ctx: EvalCtx,
 ) -> Results {

@@ -2,6 +2,7 @@
 //! held in copy-on-write chunks so that an apply builds the next immutable snapshot
 //! while queries keep reading the current one.
 
+mod admit;
 mod bits;
 mod candidates;
 mod columns;

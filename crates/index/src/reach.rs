@@ -19,9 +19,10 @@ use std::cell::RefCell;
 
 use roaring::RoaringBitmap;
 
+use crate::admit::Admit;
 use crate::candidates::{element_union, numeric_range, within};
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node};
-use crate::eval::{scan, Filter};
+use crate::eval::scan;
 use crate::hits::{Results, Sink, TopK, Want};
 use crate::{FastMap, Snapshot};
 use discern_dimensions::Interval;
@@ -60,7 +61,7 @@ pub(crate) fn reached_results(
     snap: &Snapshot,
     criteria: &[Criterion],
     ctx: &EvalCtx,
-    filter: &Filter<'_>,
+    filter: &Admit,
     want: Want<'_>,
 ) -> Option<Results> {
     let (k, collect) = want.top()?;

@@ -19,8 +19,8 @@ mod tests;
 
 use bounds::Bounds;
 
+use crate::admit::Admit;
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
-use crate::eval::Filter;
 use crate::exact::{exact_intersection, id_key, others_score_zero};
 use crate::hits::{Hit, Matched, Results, Sink, TopK, Want};
 use crate::text::{grade, Gathered, Scored, TextMatcher};
@@ -95,7 +95,7 @@ pub(crate) fn ranked_results(
     snap: &Snapshot,
     criteria: &mut [Criterion],
     ctx: &EvalCtx,
-    filter: &Filter<'_>,
+    filter: &Admit,
     want: Want<'_>,
 ) -> Option<Results> {
     let (k, collect) = want.top()?;

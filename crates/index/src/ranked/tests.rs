@@ -2,7 +2,7 @@
 
 use super::bounds::Bounds;
 use super::*;
-use crate::eval::{evaluate, reference_hits};
+use crate::eval::{evaluate, reference_hits, Filter};
 use crate::hits::default_order;
 use crate::postings::{length_class, length_class_bounds};
 use crate::{parse_query, IndexWriter};
