@@ -45,10 +45,19 @@ impl Admit {
         self.only.as_ref().is_none_or(|o| o.contains(doc)) && !self.not.contains(doc)
     }
 
-    /// The documents `items` names, when it was given: no document outside them is
-    /// admitted.
-    pub(crate) fn only(&self) -> Option<&RoaringBitmap> {
-        self.only.as_ref()
+    /// Leaves in `set` only the documents admitted.
+    pub(crate) fn restrict(&self, set: &mut RoaringBitmap) {
+        if let Some(only) = &self.only {
+            *set &= only;
+        }
+        if !self.not.is_empty() {
+            *set -= &self.not;
+        }
+    }
+
+    /// The documents admitted, when `items` names them (`None`: all but `notItems`).
+    pub(crate) fn named(&self) -> Option<RoaringBitmap> {
+        self.only.as_ref().map(|only| only - &self.not)
     }
 }
 

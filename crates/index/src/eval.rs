@@ -303,10 +303,8 @@ pub fn evaluate(
     for_each_text(criteria, &mut |_, _| has_text = true);
     if !has_text {
         if let Some((mut set, r)) = exact_results(snap, criteria, &ctx, filter.exact_only) {
-            if let Some(only) = filter.only() {
-                set &= only;
-            }
-            return from_set(snap, &set, r, filter, want, ctx);
+            filter.restrict(&mut set);
+            return from_set(snap, &set, r, want, ctx);
         }
         if let Some(results) = reached_results(snap, criteria, &ctx, filter, want) {
             return results;
@@ -321,12 +319,13 @@ pub fn evaluate(
             }
         });
     }
-    let mut candidates: Option<Vec<u32>> =
-        match (candidates(snap, criteria, filter.exact_only), filter.only()) {
-            (Some(c), Some(only)) => Some((c & only).iter().collect()),
-            (None, Some(only)) => Some(only.iter().collect()),
-            (c, None) => c.map(|c| c.iter().collect()),
-        };
+    let mut candidates: Option<Vec<u32>> = match candidates(snap, criteria, filter.exact_only) {
+        Some(mut c) => {
+            filter.restrict(&mut c);
+            Some(c.iter().collect())
+        }
+        None => filter.named().map(|only| only.iter().collect()),
+    };
     if has_text {
         // Text relevance is graded against the best score among the results, known
         // only once culling is: a first pass finds the results (membership and

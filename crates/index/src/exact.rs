@@ -12,7 +12,6 @@
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
-use crate::admit::Admit;
 use crate::candidates::{element_lists, numeric_buckets, within_cells};
 use crate::columns::ChunkCols;
 use crate::criteria::{Criterion, EvalCtx, ItemRef, Leaf, Matcher, Node, WeightedMean};
@@ -524,22 +523,17 @@ pub(crate) fn id_key(doc: &Doc, cols: Option<(&ChunkCols, usize)>) -> u64 {
     cols.map_or_else(|| doc.id_key(), |(cc, i)| cc.id_key(i))
 }
 
-/// Hands every document of `set` — results, all exact, of relevance `r` — that the filter
-/// admits to a sink made by `make`, in parallel over ranges of documents when there are
-/// many.
+/// Hands every document of `set` — results, all exact, of relevance `r` — to a sink made
+/// by `make`, in parallel over ranges of documents when there are many.
 fn scan_set<S: Sink>(
     snap: &Snapshot,
     set: &RoaringBitmap,
     r: f64,
-    filter: &Admit,
     make: impl Fn() -> S + Sync + Send,
 ) -> S {
-    let admit_all = filter.admits_all();
     let run = |mut sink: S, docs: std::ops::Range<u32>| {
         for_each_doc(snap, set.range(docs), |n, doc, cols| {
-            if admit_all || filter.admits(n) {
-                sink.offer(n, doc, id_key(doc, cols), true, r);
-            }
+            sink.offer(n, doc, id_key(doc, cols), true, r);
         });
         sink
     };
@@ -600,56 +594,49 @@ fn first_by_id(snap: &Snapshot, set: &RoaringBitmap, r: f64, k: usize) -> Vec<Hi
 }
 
 /// `Results` for a request whose results are exactly `set`, all exact with relevance `r`
-/// (`exact::exact_results`).
+/// (`exact::exact_results`, the request's `items` and `notItems` applied to it).
 pub(crate) fn from_set(
     snap: &Snapshot,
     set: &RoaringBitmap,
     r: f64,
-    filter: &Admit,
     want: Want<'_>,
     ctx: EvalCtx,
 ) -> Results {
-    let (k, collect) = match want {
-        Want::Top(k) | Want::TopAndMatched(k) if filter.admits_all() => {
+    match want {
+        Want::Top(k) | Want::TopAndMatched(k) => {
             // every member a result: the counts are the set's, the page its first ids
             let total = set.len() as usize;
             let matched = (want != Want::Top(k)).then(|| Matched {
                 exact: set.clone(),
                 other: RoaringBitmap::new(),
             });
-            return Results {
+            Results {
                 hits: first_by_id(snap, set, r, k),
                 total,
                 exact_count: total,
                 matched,
                 ctx,
-            };
+            }
         }
-        Want::Top(k) => (k, false),
-        Want::TopAndMatched(k) => (k, true),
         Want::TopBy { k, keys, matched } => {
-            return scan_set(snap, set, r, filter, || {
-                SortTop::new(snap, keys, k, matched)
-            })
-            .into_results(ctx);
+            scan_set(snap, set, r, || SortTop::new(snap, keys, k, matched)).into_results(ctx)
         }
         Want::All | Want::Sorted => {
-            let mut hits: Vec<Hit> = scan_set(snap, set, r, filter, Vec::new);
+            let mut hits: Vec<Hit> = scan_set(snap, set, r, Vec::new);
             if want == Want::Sorted {
                 // one relevance: the id order
                 hits.par_sort_unstable_by(default_order);
             }
             let total = hits.len();
-            return Results {
+            Results {
                 hits,
                 total,
                 exact_count: total,
                 matched: None,
                 ctx,
-            };
+            }
         }
-    };
-    scan_set(snap, set, r, filter, || TopK::new(k, collect)).into_results(ctx)
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! lower relevance, counted from sets. The evaluation property tests (`candidates.rs`)
 //! hold the answers equal, to the bit, to an item-by-item scan.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use roaring::RoaringBitmap;
@@ -65,10 +66,18 @@ pub(crate) fn reached_results(
     want: Want<'_>,
 ) -> Option<Results> {
     let (k, collect) = want.top()?;
-    if k == 0 || !filter.admits_all() || filter.exact_only {
+    if k == 0 || filter.exact_only {
         return None;
     }
-    let live = snap.live_docs();
+    // (the documents `items` and `notItems` admit: those scanned are checked by `scan`)
+    let live: Cow<RoaringBitmap> = if filter.admits_all() {
+        Cow::Borrowed(snap.live_docs())
+    } else {
+        let mut live = snap.live_docs().clone();
+        filter.restrict(&mut live);
+        Cow::Owned(live)
+    };
+    let live = &*live;
     // (on a small collection a scan costs less than the sets; tests use any size)
     let most = if cfg!(test) {
         u64::MAX
@@ -87,6 +96,9 @@ pub(crate) fn reached_results(
         if w > 0.0 {
             certain |= positive(snap, leaf)?;
         }
+    }
+    if !filter.admits_all() {
+        certain &= live;
     }
     let uncertain = live - &certain;
     // documents that may be exact

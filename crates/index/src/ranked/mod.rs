@@ -99,15 +99,12 @@ pub(crate) fn ranked_results(
     want: Want<'_>,
 ) -> Option<Results> {
     let (k, collect) = want.top()?;
-    if !filter.admits_all() {
-        return None;
-    }
     let found = {
         let plan = plan(criteria, filter.exact_only)?;
         let Matcher::Text(t) = &plan.leaf.matcher else {
             return None;
         };
-        find(snap, criteria, &plan, t, ctx, filter.exact_only, k)?
+        find(snap, criteria, &plan, t, ctx, filter, k)?
     };
     #[cfg(test)]
     tests::ANSWERED.with(|n| n.set(n.get() + 1));
@@ -161,11 +158,14 @@ fn find(
     plan: &Plan<'_>,
     t: &TextMatcher,
     ctx: &EvalCtx,
-    exact_only: bool,
+    filter: &Admit,
     k: usize,
 ) -> Option<Found> {
     let g = t.gather(snap, plan.dim)?;
-    let passing = exact_intersection(snap, &plan.filters, ctx, Some(&g.matched))?;
+    let mut passing = exact_intersection(snap, &plan.filters, ctx, Some(&g.matched))?;
+    // (the best score graded against is that of the results `items` and `notItems`
+    // admit, as a scan grades it)
+    filter.restrict(&mut passing);
     // (unless all terms are required every holder of a term is text-exact, and
     // `passing` is within the holders already)
     let text_exact = if t.require_all {
@@ -182,7 +182,11 @@ fn find(
     if (exact.len() as usize) < k {
         return None; // the page holds non-exact results
     }
-    let results = if exact_only { exact.clone() } else { passing };
+    let results = if filter.exact_only {
+        exact.clone()
+    } else {
+        passing
+    };
     let bounds = Bounds::new(snap, plan.dim, t, &g)?;
     #[cfg(test)]
     let limit = tests::score_limit(results.len());

@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde_json::{json, Value as J};
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 thread_local! {
@@ -144,6 +145,18 @@ fn other_criterion() -> impl Strategy<Value = J> {
     ]
 }
 
+/// `items` and `notItems` of a request, as documents' places (`id`).
+#[derive(Clone, Debug, Default)]
+struct Named {
+    only: Option<HashSet<usize>>,
+    not: Option<HashSet<usize>>,
+}
+
+fn named() -> impl Strategy<Value = Named> {
+    let places = |n| prop::option::of(prop::collection::hash_set(0usize..1200, 0..n));
+    (places(400), places(30)).prop_map(|(only, not)| Named { only, not })
+}
+
 /// The page, the counts and the documents facets count equal an item-by-item scan's.
 fn equals_full_scan(
     criteria: Vec<J>,
@@ -151,8 +164,9 @@ fn equals_full_scan(
     pad: usize,
     k: usize,
     exact_only: bool,
+    named: &Named,
 ) -> Result<(), TestCaseError> {
-    equals_full_scan_on(&snapshot(docs, pad), criteria, k, exact_only)
+    equals_full_scan_on(&snapshot(docs, pad), criteria, k, exact_only, named)
 }
 
 fn equals_full_scan_on(
@@ -160,11 +174,18 @@ fn equals_full_scan_on(
     criteria: Vec<J>,
     k: usize,
     exact_only: bool,
+    named: &Named,
 ) -> Result<(), TestCaseError> {
     let body = json!({"criteria": criteria, "exactMatchesOnly": exact_only});
+    let ids = |places: &Option<HashSet<usize>>| {
+        places
+            .as_ref()
+            .map(|p| p.iter().map(|&i| id(i)).collect::<HashSet<String>>())
+    };
+    let (only, not) = (ids(&named.only), ids(&named.not));
     let filter = Filter {
-        items: None,
-        not_items: None,
+        items: only.as_ref(),
+        not_items: not.as_ref(),
         exact_only,
     };
     // (ranked first: a few documents are scored where no chunk's columns are built yet
@@ -214,10 +235,11 @@ proptest! {
         pad in prop_oneof![Just(0usize), 1000usize..1100],
         k in 0usize..25,
         exact_only in prop::bool::weighted(0.2),
+        named in prop_oneof![3 => Just(Named::default()), 1 => named()],
     ) {
         let mut criteria = others;
         criteria.insert(0, text);
-        equals_full_scan(criteria, &docs, pad, k, exact_only)?;
+        equals_full_scan(criteria, &docs, pad, k, exact_only, &named)?;
     }
 }
 
@@ -246,7 +268,7 @@ proptest! {
         }
         let mut snap = b.commit();
         for step in steps {
-            equals_full_scan_on(&snap, vec![text.clone()], k, false)?;
+            equals_full_scan_on(&snap, vec![text.clone()], k, false, &Named::default())?;
             let mut b = w.begin(&snap);
             for (i, spec) in &step {
                 match spec {
@@ -256,7 +278,7 @@ proptest! {
             }
             snap = b.commit();
         }
-        equals_full_scan_on(&snap, vec![text], k, false)?;
+        equals_full_scan_on(&snap, vec![text], k, false, &Named::default())?;
     }
 }
 
@@ -402,7 +424,7 @@ fn ranked_of_100(limited: bool) -> usize {
     let before = ANSWERED.with(Cell::get);
     for _ in 0..100 {
         let (text, docs, k) = strategy.new_tree(&mut runner).unwrap().current();
-        equals_full_scan(vec![text], &docs, 0, k, false).unwrap();
+        equals_full_scan(vec![text], &docs, 0, k, false, &Named::default()).unwrap();
     }
     LIMITED.with(|l| l.set(false));
     ANSWERED.with(Cell::get) - before
