@@ -135,28 +135,44 @@ pub struct ReadAhead {
 
 impl ReadAhead {
     /// For records about to be read in order: reads the first one here, timed, and
-    /// hands the others to the reader threads only if it came from the disk. When the
+    /// hands the others to the reader threads when it came from the disk. When the
     /// store's pages are in memory (as they are while the machine keeps the file in its
     /// cache), waking threads to read what the caller reads in microseconds only takes
     /// CPU from the request and the cores beside it (a fifth of a server's CPU under
-    /// requests for pages of properties, and ~60 µs a page).
+    /// requests for pages of properties). While the last first read came from the disk,
+    /// the others are handed over before the caller reads, as every page's were: a page
+    /// on the disk does not wait for its first record before the others are read.
     pub(crate) fn after_probe(table: &Arc<ItemsTable>, ids: Vec<String>) -> ReadAhead {
-        Self::after_probe_at(table, ids, FROM_DISK)
+        static LAST_FROM_DISK: AtomicBool = AtomicBool::new(true);
+        Self::after_probe_at(table, ids, FROM_DISK, &LAST_FROM_DISK)
     }
 
-    fn after_probe_at(table: &Arc<ItemsTable>, mut ids: Vec<String>, slow: Duration) -> ReadAhead {
+    fn after_probe_at(
+        table: &Arc<ItemsTable>,
+        ids: Vec<String>,
+        slow: Duration,
+        last_from_disk: &AtomicBool,
+    ) -> ReadAhead {
         OFFERED.with(|n| n.set(n.get() + ids.len() as u64));
         if ids.len() < 2 {
             return ReadAhead { job: None };
         }
+        let rest = || ids[1..].to_vec();
+        let from_disk = last_from_disk.load(Ordering::Relaxed);
+        let ahead = if from_disk {
+            Self::start_on(table, rest(), THREADS)
+        } else {
+            ReadAhead { job: None }
+        };
         let t = Instant::now();
         // (what it found does not matter: the caller reads it again, from memory now)
         let _ = table.get(ids[0].as_str());
-        if t.elapsed() < slow {
-            return ReadAhead { job: None };
+        let slow = t.elapsed() >= slow;
+        last_from_disk.store(slow, Ordering::Relaxed);
+        if slow && !from_disk {
+            return Self::start_on(table, rest(), THREADS);
         }
-        ids.remove(0);
-        Self::start_on(table, ids, THREADS)
+        ahead
     }
 
     /// `start`, read by at most `threads` reader threads.
@@ -271,21 +287,35 @@ mod tests {
     fn one_id_is_read_by_the_caller_alone() {
         let (_dir, table) = table_of(1);
         let before = handed_over_here();
-        let ahead = ReadAhead::after_probe_at(&table, vec!["i0".into()], Duration::ZERO);
+        let last = AtomicBool::new(true);
+        let ahead = ReadAhead::after_probe_at(&table, vec!["i0".into()], Duration::ZERO, &last);
         assert!(ahead.job.is_none());
         assert_eq!(handed_over_here(), before);
     }
 
-    /// After a slow first read the others are handed over; after a fast one none are,
-    /// and every id counts as offered either way.
+    /// After a slow first read the others are handed over, and then handed over before
+    /// the next page's first read; after a fast one none are, nor for the next page.
+    /// Every id counts as offered.
     #[test]
-    fn the_rest_are_handed_over_after_a_slow_first_read() {
+    fn the_rest_are_handed_over_while_first_reads_are_slow() {
         let (_dir, table) = table_of(5);
         let ids: Vec<String> = (0..5).map(|i| format!("i{i}")).collect();
-        for (slow, handed) in [(Duration::ZERO, 4), (Duration::from_secs(3600), 0)] {
+        let (zero, hour) = (Duration::ZERO, Duration::from_secs(3600));
+        // (first read slow or fast; the last one from the disk; ids handed over)
+        let steps = [
+            (hour, true, 4),
+            (hour, false, 0),
+            (zero, false, 4),
+            (zero, true, 4),
+            (hour, true, 4),
+            (hour, false, 0),
+        ];
+        let last = AtomicBool::new(true);
+        for (i, (slow, from_disk, handed)) in steps.into_iter().enumerate() {
+            assert_eq!(last.load(Ordering::Relaxed), from_disk, "step {i}");
             let (offered, before) = (offered_here(), handed_over_here());
-            let ahead = ReadAhead::after_probe_at(&table, ids.clone(), slow);
-            assert_eq!(handed_over_here() - before, handed, "slow {slow:?}");
+            let ahead = ReadAhead::after_probe_at(&table, ids.clone(), slow, &last);
+            assert_eq!(handed_over_here() - before, handed, "step {i}");
             assert_eq!(offered_here() - offered, 5);
             assert_eq!(ahead.job.is_some(), handed > 0);
         }
