@@ -798,8 +798,7 @@ mod tests {
         );
     }
 
-    /// Items named together are read as of one commit, in order, offered to be read
-    /// several at once.
+    /// Items named together are read as of one commit, in order, several at once.
     #[test]
     fn items_are_read_together() {
         let d = tempfile::tempdir().unwrap();
@@ -814,9 +813,9 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let before = discern_store::pages_offered_here();
+        let before = discern_store::pages_handed_over_here();
         let got = e.items(&ids).unwrap();
-        assert_eq!(discern_store::pages_offered_here() - before, 4);
+        assert_eq!(discern_store::pages_handed_over_here() - before, 4);
         let k = |r: &Option<Record>| r.as_ref().map(|r| r.get("k").cloned());
         assert_eq!(
             got.iter().map(k).collect::<Vec<_>>(),
@@ -829,9 +828,8 @@ mod tests {
         );
     }
 
-    /// A page's records are offered to be read ahead, several at once, whether its
-    /// properties are written as stored or from decoded records (highlights merged into
-    /// them).
+    /// A page's records are read ahead, several at once, whether its properties are
+    /// written as stored or from decoded records (highlights merged into them).
     #[test]
     fn a_pages_records_are_read_ahead() {
         let d = tempfile::tempdir().unwrap();
@@ -845,10 +843,10 @@ mod tests {
         }
         apply(&e, &(doc + "</changeset>"));
         let handed_over = |body: serde_json::Value| {
-            let before = discern_store::pages_offered_here();
+            let before = discern_store::pages_handed_over_here();
             let r = query_response(&e, &body).unwrap();
             assert_eq!(r.total_size(), Some(5));
-            discern_store::pages_offered_here() - before
+            discern_store::pages_handed_over_here() - before
         };
         let criteria = serde_json::json!([{"dimension": "t", "value": "red"}]);
         assert_eq!(

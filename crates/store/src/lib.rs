@@ -18,9 +18,7 @@ mod pages;
 pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use log::{threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
-pub use pages::{
-    handed_over_here as pages_handed_over_here, offered_here as pages_offered_here, ReadAhead,
-};
+pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead};
 
 use std::fs;
 use std::io::{self, Read};
@@ -44,11 +42,10 @@ pub struct ItemReader {
 
 impl ItemReader {
     /// Starts reading the items `ids` names, several at once, so that the reads of them
-    /// that follow (in any order, through this reader) find their pages in memory —
-    /// when the first one's page was not in memory already (`ReadAhead::after_probe`).
+    /// that follow (in any order, through this reader) find their pages in memory.
     /// Reading stops when the returned value is dropped.
     pub fn read_ahead<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> ReadAhead {
-        ReadAhead::after_probe(&self.items, ids.into_iter().map(str::to_string).collect())
+        ReadAhead::start(&self.items, ids.into_iter().map(str::to_string).collect())
     }
 
     pub fn get(&self, id: &str) -> Result<Option<Record>> {

@@ -22,7 +22,6 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use redb::ReadOnlyTable;
 
@@ -37,21 +36,9 @@ const THREADS: usize = 16;
 /// Jobs waiting for a reader thread. When they are this many, a caller reads on its own.
 const QUEUE: usize = 64;
 
-/// A read of one record that takes longer than this found its leaf on the disk. Read
-/// from memory (redb's cache or the OS's) one takes 2–7 µs; from this machine's disk
-/// 50–300 µs.
-const FROM_DISK: Duration = Duration::from_micros(40);
-
 thread_local! {
-    /// Ids this thread has offered to read ahead, and handed to the reader threads.
-    static OFFERED: Cell<u64> = const { Cell::new(0) };
+    /// Ids this thread has handed to the reader threads.
     static HANDED_OVER: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Ids the calling thread has offered to read ahead so far (`ReadAhead::after_probe`),
-/// whether or not they were handed over (tests and diagnostics).
-pub fn offered_here() -> u64 {
-    OFFERED.with(Cell::get)
 }
 
 /// Ids the calling thread has handed to the reader threads so far: which of its reads
@@ -134,45 +121,10 @@ pub struct ReadAhead {
 }
 
 impl ReadAhead {
-    /// For records about to be read in order: reads the first one here, timed, and
-    /// hands the others to the reader threads when it came from the disk. When the
-    /// store's pages are in memory (as they are while the machine keeps the file in its
-    /// cache), waking threads to read what the caller reads in microseconds only takes
-    /// CPU from the request and the cores beside it (a fifth of a server's CPU under
-    /// requests for pages of properties). While the last first read came from the disk,
-    /// the others are handed over before the caller reads, as every page's were: a page
-    /// on the disk does not wait for its first record before the others are read.
-    pub(crate) fn after_probe(table: &Arc<ItemsTable>, ids: Vec<String>) -> ReadAhead {
-        static LAST_FROM_DISK: AtomicBool = AtomicBool::new(true);
-        Self::after_probe_at(table, ids, FROM_DISK, &LAST_FROM_DISK)
-    }
-
-    fn after_probe_at(
-        table: &Arc<ItemsTable>,
-        ids: Vec<String>,
-        slow: Duration,
-        last_from_disk: &AtomicBool,
-    ) -> ReadAhead {
-        OFFERED.with(|n| n.set(n.get() + ids.len() as u64));
-        if ids.len() < 2 {
-            return ReadAhead { job: None };
-        }
-        let rest = || ids[1..].to_vec();
-        let from_disk = last_from_disk.load(Ordering::Relaxed);
-        let ahead = if from_disk {
-            Self::start_on(table, rest(), THREADS)
-        } else {
-            ReadAhead { job: None }
-        };
-        let t = Instant::now();
-        // (what it found does not matter: the caller reads it again, from memory now)
-        let _ = table.get(ids[0].as_str());
-        let slow = t.elapsed() >= slow;
-        last_from_disk.store(slow, Ordering::Relaxed);
-        if slow && !from_disk {
-            return Self::start_on(table, rest(), THREADS);
-        }
-        ahead
+    /// Hands `ids` to a reader thread, which hands them on (never waiting for a queue
+    /// with room).
+    pub(crate) fn start(table: &Arc<ItemsTable>, ids: Vec<String>) -> ReadAhead {
+        Self::start_on(table, ids, THREADS)
     }
 
     /// `start`, read by at most `threads` reader threads.
@@ -237,7 +189,7 @@ mod tests {
         let (_dir, table) = table_of(50);
         let ids: Vec<String> = (0..50).map(|i| format!("i{i}")).collect();
         let before = handed_over_here();
-        let ahead = ReadAhead::start_on(&table, ids, THREADS);
+        let ahead = ReadAhead::start(&table, ids);
         assert_eq!(handed_over_here() - before, 50);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while ahead.taken() < 50 {
@@ -287,37 +239,8 @@ mod tests {
     fn one_id_is_read_by_the_caller_alone() {
         let (_dir, table) = table_of(1);
         let before = handed_over_here();
-        let last = AtomicBool::new(true);
-        let ahead = ReadAhead::after_probe_at(&table, vec!["i0".into()], Duration::ZERO, &last);
+        let ahead = ReadAhead::start(&table, vec!["i0".into()]);
         assert!(ahead.job.is_none());
         assert_eq!(handed_over_here(), before);
-    }
-
-    /// After a slow first read the others are handed over, and then handed over before
-    /// the next page's first read; after a fast one none are, nor for the next page.
-    /// Every id counts as offered.
-    #[test]
-    fn the_rest_are_handed_over_while_first_reads_are_slow() {
-        let (_dir, table) = table_of(5);
-        let ids: Vec<String> = (0..5).map(|i| format!("i{i}")).collect();
-        let (zero, hour) = (Duration::ZERO, Duration::from_secs(3600));
-        // (first read slow or fast; the last one from the disk; ids handed over)
-        let steps = [
-            (hour, true, 4),
-            (hour, false, 0),
-            (zero, false, 4),
-            (zero, true, 4),
-            (hour, true, 4),
-            (hour, false, 0),
-        ];
-        let last = AtomicBool::new(true);
-        for (i, (slow, from_disk, handed)) in steps.into_iter().enumerate() {
-            assert_eq!(last.load(Ordering::Relaxed), from_disk, "step {i}");
-            let (offered, before) = (offered_here(), handed_over_here());
-            let ahead = ReadAhead::after_probe_at(&table, ids.clone(), slow, &last);
-            assert_eq!(handed_over_here() - before, handed, "step {i}");
-            assert_eq!(offered_here() - offered, 5);
-            assert_eq!(ahead.job.is_some(), handed > 0);
-        }
     }
 }
