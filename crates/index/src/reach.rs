@@ -15,7 +15,6 @@
 //! lower relevance, counted from sets. The evaluation property tests (`candidates.rs`)
 //! hold the answers equal, to the bit, to an item-by-item scan.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 
 use roaring::RoaringBitmap;
@@ -70,13 +69,7 @@ pub(crate) fn reached_results(
         return None;
     }
     // (the documents `items` and `notItems` admit: those scanned are checked by `scan`)
-    let live: Cow<RoaringBitmap> = if filter.admits_all() {
-        Cow::Borrowed(snap.live_docs())
-    } else {
-        let mut live = snap.live_docs().clone();
-        filter.restrict(&mut live);
-        Cow::Owned(live)
-    };
+    let live = filter.restricted(snap.live_docs());
     let live = &*live;
     // (on a small collection a scan costs less than the sets; tests use any size)
     let most = if cfg!(test) {
@@ -97,9 +90,7 @@ pub(crate) fn reached_results(
             certain |= positive(snap, leaf)?;
         }
     }
-    if !filter.admits_all() {
-        certain &= live;
-    }
+    filter.restrict(&mut certain);
     let uncertain = live - &certain;
     // documents that may be exact
     let mut maybe_exact = live.clone();
