@@ -1,7 +1,8 @@
 //! Text analysis (SPEC §6.3): tokenize → fold accents → lower-case → stop words → stem.
 
-use std::collections::HashSet;
 use std::sync::Arc;
+
+use hashbrown::HashSet;
 
 use unicode_normalization::char::is_combining_mark;
 use unicode_normalization::UnicodeNormalization;
@@ -32,11 +33,50 @@ impl Tokenizer {
     }
 }
 
+/// A field's stop words, with a filter in front of the set: most tokens are no stop
+/// word, and a token's length and its first and last bytes rule most of them out
+/// without hashing it (the set lookup was a fifth of analysing a text).
+struct StopWords {
+    set: HashSet<String>,
+    /// Bit `n`: a stop word is `n` bytes long (bit 63: 63 or more).
+    lens: u64,
+    /// Bit `first << 8 | last`: a stop word starts and ends with these bytes.
+    ends: Box<[u64; 1024]>,
+}
+
+impl StopWords {
+    fn new(set: HashSet<String>) -> StopWords {
+        let mut lens = 0u64;
+        let mut ends = Box::new([0u64; 1024]);
+        for w in &set {
+            lens |= 1 << w.len().min(63);
+            let at = Self::ends_at(w.as_bytes());
+            ends[at / 64] |= 1 << (at % 64);
+        }
+        StopWords { set, lens, ends }
+    }
+
+    fn ends_at(w: &[u8]) -> usize {
+        match w {
+            [] => 0,
+            [first, .., last] => usize::from(*first) << 8 | usize::from(*last),
+            [only] => usize::from(*only) << 8 | usize::from(*only),
+        }
+    }
+
+    fn contains(&self, w: &str) -> bool {
+        let at = Self::ends_at(w.as_bytes());
+        self.lens & (1 << w.len().min(63)) != 0
+            && self.ends[at / 64] & (1 << (at % 64)) != 0
+            && self.set.contains(w)
+    }
+}
+
 /// One field's analysis chain. Cheap to clone.
 #[derive(Clone)]
 pub struct Analyzer {
     pub tokenizer: Tokenizer,
-    stop_words: Arc<HashSet<String>>,
+    stop_words: Arc<StopWords>,
     stem: bool,
 }
 
@@ -44,7 +84,7 @@ impl std::fmt::Debug for Analyzer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Analyzer")
             .field("tokenizer", &self.tokenizer)
-            .field("stop_words", &self.stop_words.len())
+            .field("stop_words", &self.stop_words.set.len())
             .field("stem", &self.stem)
             .finish()
     }
@@ -63,7 +103,7 @@ impl Analyzer {
         };
         Analyzer {
             tokenizer,
-            stop_words: Arc::new(set),
+            stop_words: Arc::new(StopWords::new(set)),
             stem,
         }
     }
@@ -104,12 +144,8 @@ impl Analyzer {
                     emit(&buf);
                 }
             }
-            Tokenizer::WordDelimiter => {
-                let mut joined = String::new();
-                for chunk in text.split_whitespace() {
-                    word_delimiter(chunk, &mut buf, &mut joined, &mut emit);
-                }
-            }
+            Tokenizer::WordDelimiter if text.is_ascii() => delimit_ascii(text, &mut buf, &mut emit),
+            Tokenizer::WordDelimiter => delimit(text, &mut buf, &mut emit),
         }
     }
 }
@@ -176,12 +212,7 @@ fn split_case_changes(text: &str, a: usize, b: usize, out: &mut Vec<(usize, usiz
     for (i, c) in text[a..b].char_indices() {
         let k = class(c);
         if let Some(p) = prev {
-            if matches!(
-                (p, k),
-                (Class::Lower, Class::Upper)
-                    | (Class::Digit, Class::Lower | Class::Upper)
-                    | (Class::Lower | Class::Upper, Class::Digit)
-            ) {
+            if splits(p, k) {
                 out.push((start, a + i));
                 start = a + i;
             }
@@ -269,24 +300,49 @@ fn class(c: char) -> Class {
     }
 }
 
+/// Whether the word delimiter splits between a character of class `prev` and one of
+/// class `next` within an alphanumeric run (lower→upper, letter↔digit).
+fn splits(prev: Class, next: Class) -> bool {
+    matches!(
+        (prev, next),
+        (Class::Lower, Class::Upper)
+            | (Class::Digit, Class::Lower | Class::Upper)
+            | (Class::Lower | Class::Upper, Class::Digit)
+    )
+}
+
 /// Splits a whitespace-free chunk on non-alphanumerics, lower→upper case changes and
 /// letter↔digit changes; emits the parts and, when there are several, their join.
 /// `buf` and `joined` are scratch buffers.
 fn word_delimiter(chunk: &str, buf: &mut String, joined: &mut String, emit: &mut impl FnMut(&str)) {
     let chunk = strip_possessive(chunk.trim_end_matches(|c: char| !c.is_alphanumeric()));
+    let classes = chunk.char_indices().map(|(i, c)| (i, class(c)));
+    emit_parts(chunk, classes, fold_into, buf, joined, emit);
+}
+
+/// Emits the parts of `chunk` — its alphanumeric runs, split where `splits` says, given
+/// each character's byte offset and class by `classes` — each folded by `fold`, and
+/// their join when there are several.
+fn emit_parts(
+    chunk: &str,
+    classes: impl Iterator<Item = (usize, Class)>,
+    fold: impl Fn(&str, &mut String),
+    buf: &mut String,
+    joined: &mut String,
+    emit: &mut impl FnMut(&str),
+) {
     joined.clear();
     let mut parts = 0usize;
     let mut part = |a: usize, b: usize| {
         buf.clear();
-        fold_into(&chunk[a..b], buf);
+        fold(&chunk[a..b], buf);
         emit(buf);
         joined.push_str(buf);
         parts += 1;
     };
     let mut start: Option<usize> = None;
     let mut prev = Class::Other;
-    for (i, c) in chunk.char_indices() {
-        let k = class(c);
+    for (i, k) in classes {
         if k == Class::Other {
             if let Some(s) = start.take() {
                 part(s, i);
@@ -295,14 +351,7 @@ fn word_delimiter(chunk: &str, buf: &mut String, joined: &mut String, emit: &mut
             continue;
         }
         match start {
-            Some(s)
-                if matches!(
-                    (prev, k),
-                    (Class::Lower, Class::Upper)
-                        | (Class::Digit, Class::Lower | Class::Upper)
-                        | (Class::Lower | Class::Upper, Class::Digit)
-                ) =>
-            {
+            Some(s) if splits(prev, k) => {
                 part(s, i);
                 start = Some(i);
             }
@@ -317,6 +366,76 @@ fn word_delimiter(chunk: &str, buf: &mut String, joined: &mut String, emit: &mut
     if parts > 1 {
         emit(joined);
     }
+}
+
+/// The word delimiter over a text: its whitespace-separated chunks, each split by
+/// `word_delimiter`.
+fn delimit(text: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let mut joined = String::new();
+    for chunk in text.split_whitespace() {
+        word_delimiter(chunk, buf, &mut joined, emit);
+    }
+}
+
+/// `delimit` for an ASCII text (the same tokens), a byte at a time.
+fn delimit_ascii(text: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let mut joined = String::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && is_ascii_space(b[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !is_ascii_space(b[i]) {
+            i += 1;
+        }
+        if start < i {
+            word_delimiter_ascii(&text[start..i], buf, &mut joined, emit);
+        }
+    }
+}
+
+/// `char::is_whitespace` for an ASCII character (tab, line feed, vertical tab, form
+/// feed, carriage return, space).
+fn is_ascii_space(c: u8) -> bool {
+    matches!(c, b'\t'..=b'\r' | b' ')
+}
+
+/// `word_delimiter` for an ASCII chunk, a byte at a time: the same parts, without the
+/// Unicode tables (an ASCII character's class is its range) or decomposition (folding is
+/// lower-casing). Most text is ASCII; generated listings analyse at ~70 MB/s this way,
+/// ~37 MB/s the general way.
+fn word_delimiter_ascii(
+    chunk: &str,
+    buf: &mut String,
+    joined: &mut String,
+    emit: &mut impl FnMut(&str),
+) {
+    let mut end = chunk.len();
+    while end > 0 && !chunk.as_bytes()[end - 1].is_ascii_alphanumeric() {
+        end -= 1;
+    }
+    let chunk = &chunk[..end];
+    let chunk = match chunk.as_bytes() {
+        [.., b'\'', b's' | b'S'] => &chunk[..end - 2],
+        _ => chunk,
+    };
+    let classes = chunk.bytes().enumerate().map(|(i, c)| {
+        let k = match c {
+            b'0'..=b'9' => Class::Digit,
+            b'A'..=b'Z' => Class::Upper,
+            b'a'..=b'z' => Class::Lower,
+            _ => Class::Other,
+        };
+        (i, k)
+    });
+    let lower = |part: &str, out: &mut String| {
+        let from = out.len();
+        out.push_str(part);
+        out[from..].make_ascii_lowercase();
+    };
+    emit_parts(chunk, classes, lower, buf, joined, emit);
 }
 
 #[cfg(test)]
@@ -345,6 +464,18 @@ mod tests {
         assert_eq!(a.tokens("The quick fox"), ["quick", "fox"]);
         let s = Analyzer::new(Tokenizer::WordDelimiter, Some(""), true);
         assert_eq!(s.tokens("running cats"), ["run", "cat"]);
+    }
+
+    #[test]
+    fn stop_words_of_any_length() {
+        let long = "x".repeat(70);
+        let a = Analyzer::new(
+            Tokenizer::Whitespace,
+            Some(&format!("q, {long}, ab")),
+            false,
+        );
+        let text = format!("q qq {long} {} ab ba", "x".repeat(69));
+        assert_eq!(a.tokens(&text), ["qq", &"x".repeat(69), "ba"]);
     }
 
     #[test]
@@ -387,6 +518,26 @@ mod tests {
                 let t = w.term.unwrap();
                 prop_assert!(tokens.contains(&t), "{} not in {:?}", t, tokens);
             }
+        }
+
+        #[test]
+        fn ascii_text_splits_as_any_text(s in "[a-zA-Z0-9 '\\t\\x0b\\x0c\\r\\n,.;:!?&()/_-]{0,60}") {
+            // the byte-at-a-time path gives, token for token, what the general one gives
+            let (mut fast, mut general) = (Vec::new(), Vec::new());
+            delimit_ascii(&s, &mut String::new(), &mut |t: &str| fast.push(t.to_string()));
+            delimit(&s, &mut String::new(), &mut |t: &str| general.push(t.to_string()));
+            prop_assert_eq!(fast, general);
+        }
+
+        #[test]
+        fn stop_words_are_found_and_others_not(
+            w in prop_oneof![
+                proptest::sample::select(ENGLISH_STOP_WORDS).prop_map(String::from),
+                "[a-z]{0,7}",
+            ]
+        ) {
+            let a = Analyzer::new(Tokenizer::WordDelimiter, None, false);
+            prop_assert_eq!(a.stop_words.contains(&w), ENGLISH_STOP_WORDS.contains(&w.as_str()));
         }
 
         #[test]

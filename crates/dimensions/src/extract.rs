@@ -166,7 +166,9 @@ pub fn extract(dim: &Dimension, record: &Record) -> Extracted {
             let mut out = StrListBuilder::default();
             key_values(&dim.keys, record, &mut |v| match v.scalar_text() {
                 Some(t) => {
-                    let t = if dim.ignore_case {
+                    // (a value already in lower case, as most are, is not copied)
+                    let lower = t.is_ascii() && !t.bytes().any(|b| b.is_ascii_uppercase());
+                    let t = if dim.ignore_case && !lower {
                         std::borrow::Cow::Owned(t.to_lowercase())
                     } else {
                         t
