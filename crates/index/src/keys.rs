@@ -182,7 +182,7 @@ impl KeyCol {
 
     /// The column of documents' keys `masks` in its form (`settled`): masks where the
     /// lists would hold more than a word a document.
-    fn of_masks(masks: &[u64]) -> KeyCol {
+    fn of_masks(masks: Box<[u64]>) -> KeyCol {
         // (the side list the lists would have: a length and the numbers per document
         // of several keys)
         let side: usize = (masks.iter())
@@ -191,8 +191,9 @@ impl KeyCol {
                 n => 1 + n as usize,
             })
             .sum();
-        let col = KeyCol::Masks(masks.into());
-        match masks_pay(masks.len(), side) {
+        let docs = masks.len();
+        let col = KeyCol::Masks(masks);
+        match masks_pay(docs, side) {
             true => col,
             false => {
                 let (k, many) = col.lists();
@@ -246,7 +247,15 @@ impl KeyCol {
             })
             .collect();
         let all = values.iter().flatten().flat_map(|s| s.iter());
-        let mut numbered = numbers.number(all).into_iter();
+        let numbered = numbers.number(all);
+        if let KeyCol::Masks(masks) = self {
+            // (patched as masks while the new numbers fit: read as lists and settled
+            // back, they were about half of patching a delta's chunks' columns)
+            if let Some(col) = Self::masks_patched(masks, changed, &values, &numbered) {
+                return col;
+            }
+        }
+        let mut numbered = numbered.into_iter();
         let (mut k, was) = self.lists();
         // the side list made anew in document order: the kept documents' lists moved
         // over, the changed documents' added
@@ -285,6 +294,25 @@ impl KeyCol {
         KeyCol::settled(k, many)
     }
 
+    /// `patched` for a column of masks: each changed document's mask made from its
+    /// numbers (`numbered`, in the order of `values`' keys), the column then in its form
+    /// (`of_masks`); `None` when a number does not fit a mask.
+    fn masks_patched(
+        masks: &[u64],
+        changed: &[usize],
+        values: &[Option<StrList>],
+        numbered: &[u32],
+    ) -> Option<KeyCol> {
+        let mut masks: Box<[u64]> = masks.into();
+        let mut numbered = numbered.iter();
+        for (&i, v) in changed.iter().zip(values) {
+            let keys = v.as_ref().map_or(0, |s| s.len());
+            masks[i] = (numbered.by_ref().take(keys))
+                .try_fold(0u64, |m, &n| (n < 64).then(|| m | 1 << n))?;
+        }
+        Some(KeyCol::of_masks(masks))
+    }
+
     /// The key columns of chunks `chunks` — each as its first document's number and its
     /// length, all within the block of `BLOCK` documents from `base` — from the postings
     /// of their dimension, as `walk` reads them (keys in ascending number). The columns
@@ -312,7 +340,7 @@ impl KeyCol {
             return (chunks.iter())
                 .map(|&(from, len)| {
                     let at = (from - base) as usize;
-                    KeyCol::of_masks(&masks[at..at + len])
+                    KeyCol::of_masks(masks[at..at + len].into())
                 })
                 .collect();
         }
