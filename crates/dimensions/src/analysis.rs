@@ -315,9 +315,15 @@ fn splits(prev: Class, next: Class) -> bool {
 /// letter↔digit changes; emits the parts and, when there are several, their join.
 /// `buf` and `joined` are scratch buffers.
 fn word_delimiter(chunk: &str, buf: &mut String, joined: &mut String, emit: &mut impl FnMut(&str)) {
-    let chunk = strip_possessive(chunk.trim_end_matches(|c: char| !c.is_alphanumeric()));
+    let chunk = chunk_words(chunk);
     let classes = chunk.char_indices().map(|(i, c)| (i, class(c)));
     emit_parts(chunk, classes, fold_into, buf, joined, emit);
+}
+
+/// What the word delimiter splits of a chunk: without its trailing punctuation and a
+/// possessive `'s`.
+fn chunk_words(chunk: &str) -> &str {
+    strip_possessive(chunk.trim_end_matches(|c: char| !c.is_alphanumeric()))
 }
 
 /// Emits the parts of `chunk` — its alphanumeric runs, split where `splits` says, given
@@ -412,15 +418,7 @@ fn word_delimiter_ascii(
     joined: &mut String,
     emit: &mut impl FnMut(&str),
 ) {
-    let mut end = chunk.len();
-    while end > 0 && !chunk.as_bytes()[end - 1].is_ascii_alphanumeric() {
-        end -= 1;
-    }
-    let chunk = &chunk[..end];
-    let chunk = match chunk.as_bytes() {
-        [.., b'\'', b's' | b'S'] => &chunk[..end - 2],
-        _ => chunk,
-    };
+    let chunk = chunk_words(chunk);
     let classes = chunk.bytes().enumerate().map(|(i, c)| {
         let k = match c {
             b'0'..=b'9' => Class::Digit,

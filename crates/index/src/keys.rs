@@ -160,18 +160,14 @@ impl KeyCol {
         if !masks_pay(k.len(), many.len()) {
             return KeyCol::Lists { k, many };
         }
-        let bits = |ns: &[u32]| {
-            ns.iter()
-                .try_fold(0u64, |m, &n| (n < 64).then(|| m | 1 << n))
-        };
         let masks: Option<Box<[u64]>> = (k.iter())
             .map(|&x| match x {
                 NONE => Some(0),
                 x if x & MANY != 0 => {
                     let at = (x & !MANY) as usize;
-                    bits(&many[at + 1..at + 1 + many[at] as usize])
+                    mask_of(&many[at + 1..at + 1 + many[at] as usize])
                 }
-                x => bits(&[x]),
+                x => mask_of(&[x]),
             })
             .collect();
         match masks {
@@ -301,14 +297,14 @@ impl KeyCol {
         masks: &[u64],
         changed: &[usize],
         values: &[Option<StrList>],
-        numbered: &[u32],
+        mut numbered: &[u32],
     ) -> Option<KeyCol> {
         let mut masks: Box<[u64]> = masks.into();
-        let mut numbered = numbered.iter();
         for (&i, v) in changed.iter().zip(values) {
             let keys = v.as_ref().map_or(0, |s| s.len());
-            masks[i] = (numbered.by_ref().take(keys))
-                .try_fold(0u64, |m, &n| (n < 64).then(|| m | 1 << n))?;
+            let (ns, rest) = numbered.split_at_checked(keys)?;
+            masks[i] = mask_of(ns)?;
+            numbered = rest;
         }
         Some(KeyCol::of_masks(masks))
     }
@@ -426,6 +422,12 @@ impl KeyCol {
 /// Whether a column of `docs` documents whose lists would need a side list of `side`
 /// words is smaller as masks (8 bytes a document against 4 a document and 4 a side
 /// word): the one rule of `KeyCol::settled` and `KeyCol::of_masks`.
+/// A document's key numbers `ns` as a mask, a bit each; `None` when one is 64 or more.
+fn mask_of(ns: &[u32]) -> Option<u64> {
+    ns.iter()
+        .try_fold(0u64, |m, &n| (n < 64).then(|| m | 1 << n))
+}
+
 fn masks_pay(docs: usize, side: usize) -> bool {
     side > docs
 }
