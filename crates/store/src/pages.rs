@@ -122,7 +122,7 @@ pub struct ReadAhead {
 
 impl ReadAhead {
     /// Hands `ids` to a reader thread, which hands them on (never waiting for a queue
-    /// with room).
+    /// with room); a single id is left for the caller to read.
     pub(crate) fn start(table: &Arc<ItemsTable>, ids: Vec<String>) -> ReadAhead {
         Self::start_on(table, ids, THREADS)
     }
