@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 
-use discern_dimensions::{Dimension, DimensionKind, IndexedValue};
+use discern_dimensions::{Dimension, DimensionKind, Element, IndexedValue};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::bits::{words_of, Positions};
 use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT, NO_SEGMENT};
-use crate::postings::{DimPostings, PostingRef};
+use crate::postings::{DimPostings, PostingRef, SUBTREE};
 use crate::ranges::RangeTable;
 use crate::{FastMap, Snapshot};
 use std::sync::OnceLock;
@@ -90,7 +90,16 @@ enum Way {
     /// Each counted document's value read from the columns (or its row): the cost
     /// follows the counted documents.
     Documents,
+    /// Each key's (element's; a tree element's subtree's) postings size: only when
+    /// every live document is counted — an unfiltered collection's facets, a browsing
+    /// page's — so no set is intersected and no document read.
+    Sizes,
 }
+
+/// Counting every document, a keyword dimension's keys are each sized when there are at
+/// most one per this many documents (a key is a few dependent reads, a document's key
+/// slots in a column a few ns); with more (addresses), its documents are read.
+const DOCS_PER_SIZED_KEY: usize = 8;
 
 /// A counted set holding fewer than one in this many live documents is held in roaring
 /// array containers, and intersecting it with a key's postings merges the whole array
@@ -100,9 +109,18 @@ const SPARSE: u64 = 16;
 
 /// The cheaper way to count `counted` in dimension `di`.
 fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
-    let sparse = (counted.len() as u64) * SPARSE < snap.live_docs().len();
+    let live = snap.live_docs().len();
+    let sparse = (counted.len() as u64) * SPARSE < live;
+    // (the counted set is always within the live documents)
+    let every = counted.len() as u64 == live;
     match (&dim.kind, snap.postings(di)) {
         (_, None) => Way::Documents,
+        (kind, _) if every && kind.elements().is_some() => Way::Sizes,
+        (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
+            if every && p.map.len() * DOCS_PER_SIZED_KEY <= counted.len() =>
+        {
+            Way::Sizes
+        }
         // per counted document when they outnumber the elements, else per element
         (DimensionKind::Tree(set), _) if counted.len() >= set.elements.len() => Way::Documents,
         (kind, _) if kind.elements().is_some() => Way::Postings,
@@ -124,6 +142,9 @@ pub(super) struct Shown {
     pub(super) largest: Option<usize>,
     /// A numeric dimension's bounds (without, they are `None`).
     pub(super) bounds: bool,
+    /// A tree dimension's deepest level shown (top-level elements are at 1): the
+    /// elements below it may be left out.
+    pub(super) deepest: Option<u32>,
 }
 
 /// Bucket id → number of counted documents in it, for one dimension; and the smallest and
@@ -157,6 +178,42 @@ fn counts_by(
     match (&dim.kind, snap.postings(di)) {
         (DimensionKind::Numeric(spec), _) => {
             return numeric_counts(snap, spec, di, counted, shown.bounds)
+        }
+        (kind, Some(p)) if way == Way::Sizes && kind.elements().is_some() => {
+            debug_assert_eq!(counted.set, *snap.live_docs(), "sizes count every document");
+            // a tree element's documents are its subtree's (their own list for a leaf);
+            // the sizes read in one walk over the keys (thousands of lookups, a region's,
+            // cost more)
+            let elements = kind.elements().map_or(&[][..], |s| &s.elements[..]);
+            let tree = matches!(kind, DimensionKind::Tree(_));
+            // (a set's size is a few dependent reads: only those of the levels shown)
+            let sized = |e: &Element| !tree || shown.deepest.is_none_or(|d| e.depth <= d);
+            let (mut own, mut subtree) = (vec![0; elements.len()], vec![0; elements.len()]);
+            for (k, b) in p.map.iter() {
+                let (sizes, e) = match &**k {
+                    [a, b, c, d] => (&mut own, u32::from_be_bytes([*a, *b, *c, *d])),
+                    [SUBTREE, a, b, c, d] => (&mut subtree, u32::from_be_bytes([*a, *b, *c, *d])),
+                    _ => continue,
+                };
+                if elements.get(e as usize).is_some_and(sized) {
+                    sizes[e as usize] = b.get().len() as usize;
+                }
+            }
+            counts.reserve(elements.len());
+            for (e, el) in elements.iter().enumerate() {
+                let n = match tree && !el.children.is_empty() {
+                    true => subtree[e],
+                    false => own[e],
+                };
+                if n > 0 {
+                    counts.insert(el.id.clone(), n);
+                }
+            }
+        }
+        (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p)) if way == Way::Sizes => {
+            debug_assert_eq!(counted.set, *snap.live_docs(), "sizes count every document");
+            let found = p.map.iter().map(|(k, b)| (&**k, b.get().len() as u32));
+            put_keys(found.collect(), keep, &mut counts);
         }
         (DimensionKind::Tree(set), Some(_)) if !by_postings => {
             tree_counts_by_path(snap, set, di, counted, &mut counts)
@@ -202,19 +259,14 @@ fn counts_by(
             // (thousands of keys, a city's: intersected on both cores)
             let keys: Vec<(&[u8], PostingRef)> =
                 p.map.iter().map(|(k, b)| (&**k, b.get())).collect();
-            let mut found: Vec<(&[u8], u32)> = keys
+            let found: Vec<(&[u8], u32)> = keys
                 .par_iter()
                 .filter_map(|(k, b)| {
                     let n = b.intersection_len(&counted.set) as u32;
                     (n > 0).then_some((*k, n))
                 })
                 .collect();
-            keep_largest(&mut found, keep);
-            counts.extend(
-                found
-                    .into_iter()
-                    .map(|(k, n)| (String::from_utf8_lossy(k).into_owned(), n as usize)),
-            );
+            put_keys(found, keep, &mut counts);
         }
         (DimensionKind::Keyword | DimensionKind::GroupBy, _) => {
             key_counts(snap, di, counted, keep, &mut counts)
@@ -279,6 +331,17 @@ fn key_counts(
         keys.iter()
             .zip(&found)
             .map(|(key, (_, n))| (key.to_string(), *n as usize)),
+    );
+}
+
+/// Puts the (key, count) pairs `found` in `counts`, with `keep` only those `keep_largest`
+/// leaves.
+fn put_keys(mut found: Vec<(&[u8], u32)>, keep: Option<usize>, counts: &mut Counts) {
+    keep_largest(&mut found, keep);
+    counts.extend(
+        found
+            .into_iter()
+            .map(|(k, n)| (String::from_utf8_lossy(k).into_owned(), n as usize)),
     );
 }
 
@@ -619,6 +682,12 @@ mod tests {
 
     /// The documents, after `pad` without values (so that they can straddle chunks).
     fn snapshot_after(pad: usize, docs: &[DocSpec]) -> Snapshot {
+        snapshot_deleting(pad, docs, &[])
+    }
+
+    /// `snapshot_after`, then the documents `gone` names deleted by a second apply
+    /// (their numbers leave the live ones).
+    fn snapshot_deleting(pad: usize, docs: &[DocSpec], gone: &[bool]) -> Snapshot {
         let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
         let mut w = IndexWriter::new();
         let mut b = w.begin(&Snapshot::empty(dims));
@@ -640,6 +709,11 @@ mod tests {
             put_strings(&mut rec, "w", wv.iter().map(|x| format!("w{x}")).collect());
             put_strings(&mut rec, "n", n.iter().map(|x| x.to_string()).collect());
             b.upsert(&format!("d{i:03}"), &rec);
+        }
+        let snap = b.commit();
+        let mut b = w.begin(&snap);
+        for (i, _) in gone.iter().enumerate().filter(|(_, g)| **g) {
+            b.delete(&format!("d{i:03}"));
         }
         b.commit()
     }
@@ -706,29 +780,47 @@ mod tests {
             one_tree_element in any::<bool>(),
             pad in prop_oneof![Just(0usize), 960usize..1030],
             keep in 1usize..4,
-            every in any::<bool>(),
+            every in 0u8..3,
+            gone in prop::option::of(prop::collection::vec(any::<bool>(), 80)),
+            depth in 1u32..3,
         ) {
             if one_tree_element {
                 // every document at its only element, none read from a row
                 docs.iter_mut().for_each(|d| d.1.truncate(1));
             }
-            let snap = snapshot_after(pad, &docs);
+            let gone = gone.map(|g| g[..docs.len()].to_vec()).unwrap_or_default();
+            let snap = snapshot_deleting(pad, &docs, &gone);
+            let live = snap.live_docs().clone();
+            let deleted = gone.iter().filter(|g| **g).count();
+            prop_assert_eq!(live.len() as usize, pad + docs.len() - deleted);
             // (every document: whole chunks are counted by their histograms)
             let chosen: Vec<u32> = match every {
-                true => (0..(pad + docs.len()) as u32).collect(),
-                false => (0..docs.len() as u32)
+                0 => live.iter().collect(),
+                // (every live document but one: not every document)
+                1 => live.iter().skip(1).collect(),
+                _ => (0..docs.len() as u32)
                     .filter(|&d| pick[d as usize])
                     .map(|d| d + pad as u32)
+                    .filter(|&d| live.contains(d))
                     .collect(),
             };
             let counted = Counted::of(chosen.iter().copied().collect());
+            // (sizes count only every live document)
+            let ways: &[Way] = match counted.set == live {
+                true => &[Way::Postings, Way::Documents, Way::Sizes],
+                false => &[Way::Postings, Way::Documents],
+            };
             for di in 0..snap.dims.len() {
                 let want = counted_from_rows(&snap, di, &chosen);
-                for way in [Way::Postings, Way::Documents] {
-                    let all = Shown { largest: None, bounds: true };
+                // (the way chosen for the set)
+                let shown = Shown { largest: None, bounds: true, deepest: None };
+                let got = bucket_counts(&snap, &snap.dims.dims[di], di, &counted, shown);
+                prop_assert_eq!(&got, &want, "dimension {} chosen way", di);
+                for &way in ways {
+                    let all = Shown { largest: None, bounds: true, deepest: None };
                     let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, all);
                     prop_assert_eq!(&got, &want, "dimension {} {:?}", di, way);
-                    let unbounded = Shown { largest: None, bounds: false };
+                    let unbounded = Shown { largest: None, bounds: false, deepest: None };
                     let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, unbounded);
                     prop_assert_eq!(&got, &(want.0.clone(), None), "dimension {} {:?}", di, way);
                 }
@@ -736,16 +828,67 @@ mod tests {
                 // keep-th largest count, none below it
                 let mut largest: Vec<usize> = want.0.values().copied().collect();
                 largest.sort_unstable_by(|a, b| b.cmp(a));
-                for way in [Way::Postings, Way::Documents] {
-                let top = Shown { largest: Some(keep), bounds: true };
+                for &way in ways {
+                let top = Shown { largest: Some(keep), bounds: true, deepest: Some(depth) };
                 let got = counts_by(&snap, &snap.dims.dims[di], di, &counted, way, top);
                 for (id, n) in &want.0 {
-                    let shown = largest.get(keep - 1).is_none_or(|nth| n >= nth);
+                    // (a tree's elements below `depth` may be left out)
+                    let deeper = match &snap.dims.dims[di].kind {
+                        DimensionKind::Tree(set) => set.elements[set.by_id[id] as usize].depth > depth,
+                        _ => false,
+                    };
+                    let shown = !deeper && largest.get(keep - 1).is_none_or(|nth| n >= nth);
                     prop_assert!(!shown || got.0.get(id) == Some(n), "dimension {} {} kept", di, id);
                     let keyword = matches!(snap.dims.dims[di].kind, DimensionKind::Keyword);
                     prop_assert!(shown || !keyword || !got.0.contains_key(id), "dimension {} {} left out", di, id);
                 }
                 }
+            }
+        }
+
+        /// A tree facet over every document, at each depth and root: every element it
+        /// shows has the count read from the rows (sizes count only the levels shown).
+        #[test]
+        fn tree_facets_of_every_document_equal_rows(
+            docs in prop::collection::vec(doc_spec(), 1..80),
+            gone in prop::collection::vec(any::<bool>(), 80),
+            depth in 0usize..3,
+            root in prop::option::of(prop_oneof![Just("A"), Just("B")]),
+        ) {
+            let gone = &gone[..docs.len()];
+            let snap = snapshot_deleting(0, &docs, gone);
+            let live = snap.live_docs().clone();
+            prop_assert_eq!(live.len() as usize, gone.iter().filter(|g| !**g).count());
+            let di = snap.dims.dims.iter().position(|d| d.id == "t").unwrap();
+            let want = counted_from_rows(&snap, di, &live.iter().collect::<Vec<_>>()).0;
+            let mut facet = serde_json::json!({"depth": depth});
+            if let Some(root) = root {
+                facet["rootId"] = root.into();
+            }
+            let reqs = crate::facets::parse_facets(&serde_json::json!({"t": facet}), &snap.dims).unwrap();
+            let matched = Matched { exact: live, other: RoaringBitmap::new() };
+            let out = crate::facets::compute_facets(&snap, &matched, &reqs);
+            let data = out["t"]["data"].as_object().unwrap();
+            for (id, entry) in data {
+                let n = want.get(id).copied().unwrap_or(0);
+                prop_assert_eq!(entry["count"].as_u64(), Some(n as u64), "element {}", id);
+            }
+            // (every element of the first level shown is there, with its count)
+            let first: Vec<&str> = match root {
+                Some("A") => vec!["A1", "A2"],
+                Some(_) => vec!["B1"],
+                None => vec!["A", "B"],
+            };
+            for id in first.into_iter().filter(|id| want.contains_key(*id)) {
+                prop_assert!(data.contains_key(id), "{} shown", id);
+            }
+            // `dataIds` names elements at any depth
+            let named = serde_json::json!({"t": {"depth": 0, "dataIds": ["A1", "B1"]}});
+            let reqs = crate::facets::parse_facets(&named, &snap.dims).unwrap();
+            let out = crate::facets::compute_facets(&snap, &matched, &reqs);
+            for id in ["A1", "B1"] {
+                let n = want.get(id).copied().unwrap_or(0) as u64;
+                prop_assert_eq!(out["t"]["data"][id]["count"].as_u64(), Some(n), "named {}", id);
             }
         }
 

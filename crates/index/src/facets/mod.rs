@@ -199,6 +199,21 @@ fn element_info(dim: &Dimension, id: &str) -> (Option<usize>, Option<String>) {
     }
 }
 
+/// The deepest level of a tree facet's elements its response shows (top-level elements
+/// are at 1); `None` for any other dimension, or when `dataIds` may name elements at
+/// any depth.
+fn tree_levels_shown(dim: &Dimension, r: &FacetRequest) -> Option<u32> {
+    let DimensionKind::Tree(set) = &dim.kind else {
+        return None;
+    };
+    if r.data_ids.is_some() {
+        return None;
+    }
+    let root = r.root.and_then(|root| set.elements.get(root as usize));
+    let start = root.map_or(1, |root| root.depth + 1);
+    Some(start.saturating_add(u32::try_from(r.depth).unwrap_or(u32::MAX)))
+}
+
 fn bound_json(dim: &Dimension, x: f64) -> J {
     match &dim.kind {
         DimensionKind::Numeric(s) if s.whole_numbers() => {
@@ -228,6 +243,7 @@ pub fn compute_facets(snap: &Snapshot, matched: &Matched, reqs: &[FacetRequest])
                     .top_n
                     .filter(|_| r.sort == FacetSort::CountDesc && r.data_ids.is_none()),
                 bounds: r.include_bounds || numeric_plain(dim),
+                deepest: tree_levels_shown(dim, r),
             };
             bucket_counts(snap, dim, r.dim, counted_of(r.count_total), shown)
         })

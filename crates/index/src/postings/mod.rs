@@ -225,13 +225,16 @@ pub(crate) fn key_cell(key: &[u8]) -> Option<(u32, u32)> {
     ))
 }
 
+/// The first byte of a subtree key (`subtree_key`).
+pub(crate) const SUBTREE: u8 = b'^';
+
 /// The key of the documents tagged with tree element `e` or one of its descendants,
 /// kept for elements that have children (an element's own key is its 4 bytes; a leaf's
 /// subtree is its own list): a tree criterion on a state is then one set, not the union
 /// of its own and its every county's and city's (uniting even two lists of a state's
 /// documents was a third of an exact request).
 pub(crate) fn subtree_key(e: u32) -> [u8; 5] {
-    let mut k = [b'^'; 5];
+    let mut k = [SUBTREE; 5];
     k[1..].copy_from_slice(&e.to_be_bytes());
     k
 }
