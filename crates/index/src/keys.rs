@@ -419,15 +419,15 @@ impl KeyCol {
     }
 }
 
-/// Whether a column of `docs` documents whose lists would need a side list of `side`
-/// words is smaller as masks (8 bytes a document against 4 a document and 4 a side
-/// word): the one rule of `KeyCol::settled` and `KeyCol::of_masks`.
 /// A document's key numbers `ns` as a mask, a bit each; `None` when one is 64 or more.
 fn mask_of(ns: &[u32]) -> Option<u64> {
     ns.iter()
         .try_fold(0u64, |m, &n| (n < 64).then(|| m | 1 << n))
 }
 
+/// Whether a column of `docs` documents whose lists would need a side list of `side`
+/// words is smaller as masks (8 bytes a document against 4 a document and 4 a side
+/// word): the one rule of `KeyCol::settled` and `KeyCol::of_masks`.
 fn masks_pay(docs: usize, side: usize) -> bool {
     side > docs
 }

@@ -11,7 +11,7 @@ use roaring::RoaringBitmap;
 
 use crate::bits::{words_of, Positions};
 use crate::columns::{bit, ChunkCols, Col, NOT_A_PATH, NO_ELEMENT, NO_SEGMENT};
-use crate::postings::{DimPostings, PostingRef, SUBTREE};
+use crate::postings::{element_of_key, DimPostings, PostingRef};
 use crate::ranges::RangeTable;
 use crate::{FastMap, Snapshot};
 use std::sync::OnceLock;
@@ -190,11 +190,10 @@ fn counts_by(
             let sized = |e: &Element| !tree || shown.deepest.is_none_or(|d| e.depth <= d);
             let (mut own, mut subtree) = (vec![0; elements.len()], vec![0; elements.len()]);
             for (k, b) in p.map.iter() {
-                let (sizes, e) = match &**k {
-                    [a, b, c, d] => (&mut own, u32::from_be_bytes([*a, *b, *c, *d])),
-                    [SUBTREE, a, b, c, d] => (&mut subtree, u32::from_be_bytes([*a, *b, *c, *d])),
-                    _ => continue,
+                let Some((e, of_subtree)) = element_of_key(k) else {
+                    continue;
                 };
+                let sizes = if of_subtree { &mut subtree } else { &mut own };
                 if elements.get(e as usize).is_some_and(sized) {
                     sizes[e as usize] = b.get().len() as usize;
                 }

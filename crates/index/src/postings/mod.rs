@@ -226,7 +226,7 @@ pub(crate) fn key_cell(key: &[u8]) -> Option<(u32, u32)> {
 }
 
 /// The first byte of a subtree key (`subtree_key`).
-pub(crate) const SUBTREE: u8 = b'^';
+const SUBTREE: u8 = b'^';
 
 /// The key of the documents tagged with tree element `e` or one of its descendants,
 /// kept for elements that have children (an element's own key is its 4 bytes; a leaf's
@@ -237,6 +237,17 @@ pub(crate) fn subtree_key(e: u32) -> [u8; 5] {
     let mut k = [SUBTREE; 5];
     k[1..].copy_from_slice(&e.to_be_bytes());
     k
+}
+
+/// An element dimension's key read back: its element, and whether the key is the
+/// element's subtree key (`subtree_key`) rather than its own (its 4 bytes). `None` for
+/// any other key.
+pub(crate) fn element_of_key(key: &[u8]) -> Option<(u32, bool)> {
+    match *key {
+        [a, b, c, d] => Some((u32::from_be_bytes([a, b, c, d]), false)),
+        [SUBTREE, a, b, c, d] => Some((u32::from_be_bytes([a, b, c, d]), true)),
+        _ => None,
+    }
 }
 
 /// The tree of dimension `d`, whose elements' subtrees are keyed too (`subtree_key`).
@@ -686,6 +697,16 @@ mod tests {
                     .map(|(d, _)| *d).collect();
                 prop_assert_eq!(pn.get(&numeric_key(x as f64)).map(|b| b.bitmap().into_owned()).unwrap_or_default(), want);
             }
+        }
+
+        /// An element's own and subtree keys read back as it; other keys (a keyword's,
+        /// a numeric bucket's lengths) as none.
+        #[test]
+        fn element_keys_read_back(e in any::<u32>(), other in prop::collection::vec(any::<u8>(), 0..8)) {
+            prop_assert_eq!(element_of_key(&e.to_be_bytes()), Some((e, false)));
+            prop_assert_eq!(element_of_key(&subtree_key(e)), Some((e, true)));
+            let element_like = other.len() == 4 || other.len() == 5 && other[0] == SUBTREE;
+            prop_assert_eq!(element_of_key(&other).is_some(), element_like);
         }
 
         /// A length's class holds it, spans at most 1.125 times its shortest length, and
