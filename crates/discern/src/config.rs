@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "queryable-while-replaying",
     "store-cache",
     "index-save-idle",
+    "bootstrap-images",
 ];
 
 /// Parses a Java-style properties file: `key = value`, `key: value`, `#`/`!` comments.
@@ -108,6 +109,13 @@ impl Settings {
             c.retain_snapshots = v
                 .parse()
                 .with_context(|| format!("retain-snapshots = {v:?}"))?;
+        }
+        if let Some(v) = get("bootstrap-images") {
+            c.bootstrap_images = match v {
+                "true" => true,
+                "false" => false,
+                _ => bail!("bootstrap-images = {v:?}: expected true or false"),
+            };
         }
         if let Some(v) = get("queryable-while-replaying") {
             c.queryable_while_replaying = match v {

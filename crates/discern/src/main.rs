@@ -113,7 +113,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 type Preload = fn(&Arc<Engine>, &str) -> anyhow::Result<()>;
 
 fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result<()> {
+    let preloaded = discern_engine::image::bootstrap(&settings.engine).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "bootstrapping from the primary's image failed: the feed applies its changesets instead");
+        None
+    });
     let engine = Engine::open(settings.engine.clone(), true)?;
+    if let Some(preloaded) = preloaded {
+        engine.started_from_image(preloaded);
+    }
     let _ = rayon::ThreadPoolBuilder::new()
         .start_handler(|_| discern_engine::process::thread_started())
         .build_global();

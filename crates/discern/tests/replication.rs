@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{changeset, free_port, kill9, post_ok, request, start_with, Engine};
+use common::{changeset, free_port, kill9, listing_ids, post_ok, request, start_with, Engine};
 
 const DIMS: &[u8] = b"<dimensions><dimension id='kind' type='keyword'/></dimensions>";
 
@@ -175,7 +175,114 @@ fn followers_converge_through_kills_restarts_and_trimmed_history() {
         "lag metric"
     );
     assert!(metrics.contains("engine_feed_last_success_timestamp_seconds "));
+    assert!(
+        metrics.contains("\nengine_feed_bootstrapped_from_image 0\n"),
+        "a primary without images: the checkpoint applied"
+    );
     drop((f3, &mut f2, &mut f1, &mut p));
+}
+
+/// The image of `id` on `port`, once written (a background job after the checkpoint).
+fn image_of(port: u16, id: &str, part: &str) -> Vec<u8> {
+    let started = Instant::now();
+    loop {
+        let (s, b) = request(
+            port,
+            "GET",
+            &format!("/ws/changeset/{id}/image/{part}"),
+            b"",
+        )
+        .unwrap();
+        if s == 200 {
+            return b;
+        }
+        assert_eq!(s, 404, "{}", String::from_utf8_lossy(&b));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no image of {id}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A new follower of a primary with `bootstrap-images` starts from the newest
+/// checkpoint's image (the item store installed, the index loaded, not rebuilt), then
+/// applies what the primary stored after it; restarted, it keeps its own data.
+#[test]
+fn a_new_follower_starts_from_the_checkpoints_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pd, fd) = (dir.path().join("p"), dir.path().join("f"));
+    let pport = free_port();
+    let pcfg = config(dir.path(), "p.properties", "bootstrap-images = true\n");
+    let p = start_with(&pd, &["--config", &pcfg], pport);
+    post_ok(pport, "/ws/dimensions", DIMS);
+    post_ok(pport, "/ws/changeset?type=bulk", &delta(0, 3000, "base"));
+    post_ok(pport, "/ws/changeset", &delta(100, 50, "d1"));
+    let cp = post_ok(pport, "/ws/checkpoint", b"").trim().to_string();
+    let image = image_of(pport, &cp, "store");
+    let head = String::from_utf8_lossy(&image[..40]).into_owned();
+    assert!(head.starts_with("changeset.xml.zst "), "{head}");
+    assert!(image.ends_with(b".\nend\n"));
+    // only a checkpoint has an image
+    let d2 = post_ok(pport, "/ws/changeset", &delta(200, 50, "after"));
+    for path in [
+        format!("/ws/changeset/{}/image/store", d2.trim()),
+        format!("/ws/changeset/{cp}/image/other"),
+    ] {
+        assert_eq!(request(pport, "GET", &path, b"").unwrap().0, 404, "{path}");
+    }
+
+    let fport = free_port();
+    let fcfg = config(
+        dir.path(),
+        "f.properties",
+        &format!("feed = http://127.0.0.1:{pport}\nfeed-interval = 200\n"),
+    );
+    let mut f = follower(&fd, &fcfg, fport);
+    converge(pport, fport, "a follower from the image");
+    let metric = |port: u16| {
+        let (_, m) = request(port, "GET", "/ws/metrics", b"").unwrap();
+        String::from_utf8(m)
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("engine_feed_bootstrapped_from_image ")
+                    .map(str::to_string)
+            })
+            .unwrap()
+    };
+    assert_eq!(metric(fport), "1");
+    // it stores the checkpoint and what came after, under the primary's ids
+    assert_eq!(listing_ids(fport), [cp.clone(), d2.trim().to_string()]);
+    assert!(!fd.join("image.tmp").exists());
+
+    // a later checkpoint's image replaces it
+    let cp2 = post_ok(pport, "/ws/checkpoint", b"").trim().to_string();
+    image_of(pport, &cp2, "index");
+    let started = Instant::now();
+    while request(
+        pport,
+        "GET",
+        &format!("/ws/changeset/{cp}/image/index"),
+        b"",
+    )
+    .unwrap()
+    .0 != 404
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the older image stays"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // restarted, the follower goes on from its own data
+    kill9(&mut f);
+    post_ok(pport, "/ws/changeset", &delta(300, 50, "while-away"));
+    let f = follower(&fd, &fcfg, fport);
+    converge(pport, fport, "the follower restarted");
+    assert_eq!(metric(fport), "0");
+    drop((f, p));
 }
 
 /// Serves the fixture changesets like the Data Tool: the snapshot first (gzip when

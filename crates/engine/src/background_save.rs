@@ -40,7 +40,7 @@ const LONGEST: Duration = Duration::from_secs(600);
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// One save's file written at a time in this process (the temp file's name is fixed).
-static WRITING: Mutex<()> = Mutex::new(());
+pub(crate) static WRITING: Mutex<()> = Mutex::new(());
 
 /// When a save is due.
 #[derive(Debug, Clone, Copy)]
@@ -220,30 +220,9 @@ impl Saving {
         encode: Encode,
         go_on: impl Fn() -> bool,
     ) -> Result<Written> {
-        use std::io::Write;
         let _one_at_a_time = WRITING.lock();
         let started = Instant::now();
-        let tmp = path.with_extension("tmp");
-        let written = (|| -> Result<u64> {
-            let file = std::fs::File::create(&tmp)?;
-            let mut w = std::io::BufWriter::with_capacity(
-                1 << 20,
-                StopWriter {
-                    inner: file,
-                    go_on: &go_on,
-                },
-            );
-            persist::save(snap, counts, &header, &mut w, encode)?;
-            w.flush()?;
-            let file = w.into_inner().map_err(|e| e.into_error())?.inner;
-            file.sync_all()?;
-            let len = file.metadata()?.len();
-            std::fs::rename(&tmp, path)?;
-            if let Some(dir) = path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
-            }
-            Ok(len)
-        })();
+        let written = write_index_file(path, snap, counts, &header, encode, &go_on, true);
         self.nanos
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match written {
@@ -256,13 +235,49 @@ impl Saving {
                 })
             }
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
                 let result = if go_on() { &self.failed } else { &self.stopped };
                 result.fetch_add(1, Ordering::Relaxed);
                 Err(e)
             }
         }
     }
+}
+
+/// Writes `snap` (with the writer's `counts` taken with it, the file's `header`) to
+/// `path` through a temp file beside it, renamed into place: a crash never leaves a
+/// half-written file there. With `durable`, the file and its directory are synced
+/// first. Fails once `go_on` turns false. Returns the file's length.
+pub(crate) fn write_index_file(
+    path: &Path,
+    snap: Arc<Snapshot>,
+    counts: &WriterCounts,
+    header: &[u8],
+    encode: Encode,
+    go_on: &impl Fn() -> bool,
+    durable: bool,
+) -> Result<u64> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let written = (|| -> Result<u64> {
+        let file = std::fs::File::create(&tmp)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, StopWriter { inner: file, go_on });
+        persist::save(snap, counts, header, &mut w, encode)?;
+        w.flush()?;
+        let file = w.into_inner().map_err(|e| e.into_error())?.inner;
+        if durable {
+            file.sync_all()?;
+        }
+        let len = file.metadata()?.len();
+        std::fs::rename(&tmp, path)?;
+        if let (true, Some(dir)) = (durable, path.parent()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(len)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Deletes the temp file a save that a crash cut short left beside `path` (up to the
@@ -300,7 +315,7 @@ impl<W: std::io::Seek, F> std::io::Seek for StopWriter<'_, W, F> {
 
 /// Lowers the calling thread's scheduling priority, so that a save running beside
 /// requests takes the cores they leave.
-fn lower_this_threads_priority() {
+pub(crate) fn lower_this_threads_priority() {
     // SAFETY: gettid has no preconditions; setpriority with PRIO_PROCESS and a thread
     // id changes only that thread's nice value (Linux), and reads no memory of ours.
     let r = unsafe {

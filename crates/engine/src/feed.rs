@@ -22,6 +22,9 @@ pub struct FeedStatus {
     pub last_success_ms: AtomicU64,
     pub failures: AtomicU64,
     pub applied: AtomicU64,
+    /// Whether this process started from the primary's bootstrap image (`image.rs`): its
+    /// item store installed and its index in use.
+    pub from_image: AtomicBool,
 }
 
 impl FeedStatus {
@@ -32,15 +35,23 @@ impl FeedStatus {
             last_success_ms: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             applied: AtomicU64::new(0),
+            from_image: AtomicBool::new(false),
         }
     }
 
-    /// (lag in changesets, last success in Unix seconds).
-    pub fn figures(&self) -> (u64, f64) {
+    /// (lag in changesets, last success in Unix seconds, started from an image).
+    pub fn figures(&self) -> (u64, f64, bool) {
         (
             self.lag.load(Ordering::Relaxed),
             self.last_success_ms.load(Ordering::Relaxed) as f64 / 1e3,
+            self.from_image.load(Ordering::Relaxed),
         )
+    }
+
+    /// After this process installed the primary's image: answers queries once the
+    /// first poll has applied what the primary stored since the image's checkpoint.
+    pub fn started_from_image(&self) {
+        self.synced.store(false, Ordering::Release);
     }
 }
 
@@ -112,7 +123,7 @@ pub fn start(engine: Arc<Engine>) {
     }
 }
 
-fn http_err(e: reqwest::Error) -> Error {
+pub(crate) fn http_err(e: reqwest::Error) -> Error {
     Error::Unavailable(format!("feed: {e}"))
 }
 
@@ -127,7 +138,10 @@ fn spool(engine: &Engine, mut body: impl Read) -> Result<std::fs::File> {
     Ok(f)
 }
 
-fn get(client: &reqwest::blocking::Client, url: &str) -> Result<reqwest::blocking::Response> {
+pub(crate) fn get(
+    client: &reqwest::blocking::Client,
+    url: &str,
+) -> Result<reqwest::blocking::Response> {
     let r = client.get(url).send().map_err(http_err)?;
     if !r.status().is_success() {
         return Err(Error::Unavailable(format!(

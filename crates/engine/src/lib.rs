@@ -9,6 +9,7 @@ mod config;
 pub mod didyoumean;
 pub mod feed;
 mod highlight;
+pub mod image;
 pub mod metrics;
 pub mod process;
 mod respond;
@@ -116,6 +117,8 @@ pub struct Engine {
     /// The saved index this process knows of, and what changed since.
     saving: Arc<background_save::Saving>,
     pub feed: feed::FeedStatus,
+    /// The index of a follower's bootstrap image, until `populate` takes it.
+    preloaded: parking_lot::Mutex<Option<image::Preloaded>>,
     /// Odd from just before an apply commits the item store until its snapshot is
     /// current (see `view`).
     commit_seq: AtomicU64,
@@ -186,9 +189,11 @@ impl Engine {
             merging_terms: AtomicBool::new(false),
             saving: Arc::default(),
             feed: feed_status,
+            preloaded: parking_lot::Mutex::new(None),
             commit_seq: AtomicU64::new(0),
             me: me.clone(),
         });
+        engine.remove_unfinished_images();
         spawn_store_sync(Arc::downgrade(&engine))?;
         Ok(engine)
     }
@@ -247,6 +252,24 @@ impl Engine {
     /// apply interleaves.
     pub fn populate(&self, guard: &mut WriterGuard) -> Result<Populated> {
         let doc = self.dims_doc.load_full();
+        if let Some(p) = self.preloaded.lock().take() {
+            if p.header == self.saved_header(&doc)? {
+                guard.index = p.writer;
+                // no index file yet: the next background save writes one
+                self.saving.started_with(None);
+                self.saving.rebuilt();
+                self.item_errors
+                    .store(guard.index.errors, Ordering::Relaxed);
+                build_before_reading(&p.snap);
+                self.snapshot.store(Arc::new(p.snap));
+                process::release_free_memory();
+                self.feed.from_image.store(true, Ordering::Relaxed);
+                self.queryable.store(true, Ordering::Release);
+                self.refresh_gauges();
+                return Ok(Populated::FromImage);
+            }
+            tracing::warn!("the image's index is not of the installed item store: rebuilding it");
+        }
         let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
         let how = match self.load_saved_index(&dims, &doc) {
             Some(saved::Saved {
@@ -398,7 +421,7 @@ impl Engine {
         Ok(())
     }
 
-    pub fn checkpoint(&self, _guard: &mut WriterGuard) -> Result<ChangesetMeta> {
+    pub fn checkpoint(&self, guard: &mut WriterGuard) -> Result<ChangesetMeta> {
         let started = std::time::Instant::now();
         let meta = self.store.checkpoint()?;
         let took = started.elapsed();
@@ -408,6 +431,7 @@ impl Engine {
             .checkpoint_nanos
             .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         self.record_stored(&meta);
+        self.start_image(guard, &meta);
         Ok(meta)
     }
 

@@ -28,7 +28,7 @@ use discern_store::{ChangesetMeta, ChangesetType, ItemChange};
 
 use crate::{Engine, WriterGuard};
 
-const FILE: &str = "index.saved";
+pub(crate) const FILE: &str = "index.saved";
 
 /// The most changesets' bytes (uncompressed) a saved index is caught up over: reading
 /// them and indexing the items they name again must cost less than a rebuild (~30–40 s
@@ -48,6 +48,8 @@ pub enum Populated {
     CaughtUp { changesets: usize, items: usize },
     /// Built from the item store.
     Rebuilt,
+    /// A follower's, loaded from its primary's bootstrap image (`image.rs`).
+    FromImage,
 }
 
 /// A saved index as loaded, and the deltas applied since it was saved (oldest first).

@@ -56,6 +56,10 @@ pub fn router(engine: Arc<Engine>) -> Router {
         )
         .route("/ws/changeset/{id}", get(log_routes::export_changeset))
         .route(
+            "/ws/changeset/{id}/image/{part}",
+            get(log_routes::changeset_image),
+        )
+        .route(
             "/ws/checkpoint",
             get(log_routes::checkpoint).post(log_routes::checkpoint),
         )

@@ -184,6 +184,29 @@ pub async fn export_changeset(
     Ok(resp)
 }
 
+/// A part of a checkpoint's bootstrap image (docs/replication.md,
+/// `discern_engine::image`): `store` or `index`.
+pub async fn changeset_image(
+    State(engine): State<AppState>,
+    Path((id, part)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let eng = engine.clone();
+    let (id2, part2) = (id.clone(), part.clone());
+    let found = blocking(move || Ok(eng.image_part(&id2, &part2)?)).await?;
+    let Some(found) = found else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no image part {part:?} of changeset {id:?} (images are written after checkpoints when bootstrap-images is on; parts: store, index)"),
+        ));
+    };
+    let total = found.bytes();
+    let body = blocking_stream(move |sink| found.send(|block| sink.send_owned(block)));
+    let mut resp = ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+    Ok(resp)
+}
+
 pub async fn checkpoint(
     State(engine): State<AppState>,
     headers: HeaderMap,

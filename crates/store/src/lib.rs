@@ -10,12 +10,14 @@
 
 mod actions;
 mod apply;
+mod image;
 mod journal;
 mod log;
 mod meta;
 mod pages;
 
 pub use apply::{ApplyOutcome, ItemChange, Listed};
+pub use image::{image_meta, install_image, ImageSource, IMAGE_CHANGESET, IMAGE_ITEMS};
 pub use log::{threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
 pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead};
@@ -143,6 +145,9 @@ impl Durable {
 
 /// `Store::state_token` of a store that has listed no changeset.
 const NO_CHANGESETS: &str = "no changesets";
+
+/// The dimensions document, in the data dir.
+pub const DIMENSIONS_FILE: &str = "dimensions.xml";
 
 /// `Store::state_token` once `m` is the newest changeset listed.
 fn state_after(m: &ChangesetMeta) -> String {
@@ -380,7 +385,7 @@ impl Store {
 
     /// The stored dimensions document, if any.
     pub fn read_dimensions(&self) -> Result<Option<Vec<u8>>> {
-        match fs::read(self.dir.join("dimensions.xml")) {
+        match fs::read(self.dir.join(DIMENSIONS_FILE)) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
@@ -389,7 +394,7 @@ impl Store {
 
     /// Replaces the dimensions document durably (write, fsync, rename, fsync dir).
     pub fn write_dimensions(&self, doc: &[u8]) -> Result<()> {
-        write_atomic(&self.dir.join("dimensions.xml"), doc)
+        write_atomic(&self.dir.join(DIMENSIONS_FILE), doc)
     }
 }
 
@@ -407,7 +412,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
     {

@@ -340,7 +340,7 @@ mod tests {
                     unsaved_rebuild: true,
                     ..IndexSaveFigures::default()
                 },
-                feed: Some((0, 1.0)),
+                feed: Some((0, 1.0, true)),
             },
         )
     }

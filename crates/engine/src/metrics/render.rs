@@ -21,8 +21,9 @@ pub struct EngineFigures {
     pub changeset_bytes: Vec<(&'static str, u64)>,
     pub checkpoint_seconds: f64,
     pub index_saves: IndexSaveFigures,
-    /// `(lag in changesets, last success as Unix seconds)` when following a feed.
-    pub feed: Option<(u64, f64)>,
+    /// `(lag in changesets, last success as Unix seconds, started from an image)` when
+    /// following a feed.
+    pub feed: Option<(u64, f64, bool)>,
 }
 
 /// The saved index (`background_save.rs`).
@@ -605,7 +606,7 @@ fn render_engine(o: &mut Out, e: &EngineFigures) {
         "1 when a change a catch-up cannot make is not yet saved: a restart after a crash would rebuild the index.",
         if saves.unsaved_rebuild { 1.0 } else { 0.0 },
     );
-    if let Some((lag, last)) = e.feed {
+    if let Some((lag, last, from_image)) = e.feed {
         o.one(
             "engine_feed_lag_changesets",
             "gauge",
@@ -617,6 +618,12 @@ fn render_engine(o: &mut Out, e: &EngineFigures) {
             "gauge",
             "When the feed was last read and applied without error (Unix seconds).",
             last,
+        );
+        o.one(
+            "engine_feed_bootstrapped_from_image",
+            "gauge",
+            "1 when this process started from the primary's bootstrap image (its item store and index).",
+            if from_image { 1.0 } else { 0.0 },
         );
     }
 }
