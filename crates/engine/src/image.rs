@@ -24,7 +24,7 @@ use discern_dimensions::Dimensions;
 use discern_index::persist::{self, Encode, LoadError};
 use discern_index::{IndexWriter, Snapshot};
 use discern_model::{Error, Result};
-use discern_store::{ChangesetMeta, Listed, DIMENSIONS_FILE, IMAGE_CHANGESET, IMAGE_ITEMS};
+use discern_store::{ChangesetMeta, DIMENSIONS_FILE, IMAGE_CHANGESET, IMAGE_ITEMS};
 
 use crate::background_save::{lower_this_threads_priority, write_index_file, WRITING};
 use crate::{process, saved, Config, Engine, WriterGuard};
@@ -354,7 +354,7 @@ pub fn bootstrap(config: &Config) -> Result<Option<Preloaded>> {
         let (stored, loaded) = std::thread::scope(|s| {
             let index = s.spawn(|| -> Result<Option<(Vec<u8>, Preloaded)>> {
                 match part("index")? {
-                    Some(resp) => load_index(resp, newest).map(Some),
+                    Some(resp) => load_index(resp).map(Some),
                     None => Ok(None),
                 }
             });
@@ -400,9 +400,8 @@ pub fn bootstrap(config: &Config) -> Result<Option<Preloaded>> {
     r
 }
 
-/// The image's dimensions document and its index, loaded as the part arrives; the
-/// index's header must name the listed changeset's state.
-fn load_index(body: impl Read + Send, newest: &Listed) -> Result<(Vec<u8>, Preloaded)> {
+/// The image's dimensions document and its index, loaded as the part arrives.
+fn load_index(body: impl Read + Send) -> Result<(Vec<u8>, Preloaded)> {
     let mut r = std::io::BufReader::with_capacity(BLOCK, body);
     let len = expect_file(&mut r, DIMENSIONS_FILE)?;
     let mut dims_doc = Vec::new();
@@ -413,13 +412,13 @@ fn load_index(body: impl Read + Send, newest: &Listed) -> Result<(Vec<u8>, Prelo
         .map_err(|e| Error::Unavailable(format!("feed: the image's dimensions: {e}")))?;
     let len = expect_file(&mut r, saved::FILE)?;
     let mut header = Vec::new();
-    let state = format!(" {} {}", newest.id, newest.md5);
+    // (the state its header names is the item store's, or `populate` rebuilds: the one
+    // place that compares them; here only the dimensions sent with it must match)
     let accept = |h: &[u8]| {
         header = h.to_vec();
-        let (token, doc) = h.split_at(h.iter().position(|&b| b == b'\n').unwrap_or(h.len()));
-        token.starts_with(b"changeset ")
-            && token.ends_with(state.as_bytes())
-            && doc.get(1..) == Some(&dims_doc[..])
+        h.iter()
+            .position(|&b| b == b'\n')
+            .is_some_and(|nl| h[nl + 1..] == dims_doc[..])
     };
     let mut reader = ExtentReader::new(&mut r, len);
     let loaded = persist::load_if(Arc::new(dims), accept, &mut reader, len);
@@ -427,7 +426,7 @@ fn load_index(body: impl Read + Send, newest: &Listed) -> Result<(Vec<u8>, Prelo
         Ok(l) => l,
         Err(LoadError::Stale) => {
             return Err(Error::Unavailable(
-                "feed: the image's index is not of the listed changeset".into(),
+                "feed: the image's index is not of the dimensions sent with it".into(),
             ))
         }
         Err(LoadError::Corrupt(c)) => {
