@@ -2,6 +2,7 @@
 over one kept-alive connection, and the process's and machine's counters."""
 
 import http.client
+import json
 import os
 import re
 import subprocess
@@ -86,8 +87,6 @@ def thp_faults():
 
 def queries(dataset, cls=None):
     """The workload's requests, as (class, path, body), in the file's order."""
-    import json
-
     out = []
     for line in open(os.path.join(dataset, "queries.jsonl")):
         q = json.loads(line)
