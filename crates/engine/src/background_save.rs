@@ -222,7 +222,7 @@ impl Saving {
     ) -> Result<Written> {
         let _one_at_a_time = WRITING.lock();
         let started = Instant::now();
-        let written = write_index_file(path, snap, counts, &header, encode, &go_on, true);
+        let written = write_index_file(path, snap, counts, &header, encode, &go_on);
         self.nanos
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match written {
@@ -244,9 +244,9 @@ impl Saving {
 }
 
 /// Writes `snap` (with the writer's `counts` taken with it, the file's `header`) to
-/// `path` through a temp file beside it, renamed into place: a crash never leaves a
-/// half-written file there. With `durable`, the file and its directory are synced
-/// first. Fails once `go_on` turns false. Returns the file's length.
+/// `path` through a temp file beside it, synced and renamed into place, the directory
+/// synced: a crash never leaves a half-written file there. Fails once `go_on` turns
+/// false. Returns the file's length.
 pub(crate) fn write_index_file(
     path: &Path,
     snap: Arc<Snapshot>,
@@ -254,7 +254,6 @@ pub(crate) fn write_index_file(
     header: &[u8],
     encode: Encode,
     go_on: &impl Fn() -> bool,
-    durable: bool,
 ) -> Result<u64> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
@@ -264,13 +263,11 @@ pub(crate) fn write_index_file(
         persist::save(snap, counts, header, &mut w, encode)?;
         w.flush()?;
         let file = w.into_inner().map_err(|e| e.into_error())?.inner;
-        if durable {
-            file.sync_all()?;
-        }
+        file.sync_all()?;
         let len = file.metadata()?.len();
         std::fs::rename(&tmp, path)?;
-        if let (true, Some(dir)) = (durable, path.parent()) {
-            std::fs::File::open(dir)?.sync_all()?;
+        if let Some(dir) = path.parent() {
+            discern_store::sync_dir(dir)?;
         }
         Ok(len)
     })();

@@ -24,7 +24,10 @@ use discern_dimensions::Dimensions;
 use discern_index::persist::{self, Encode, LoadError};
 use discern_index::{IndexWriter, Snapshot};
 use discern_model::{Error, Result};
-use discern_store::{ChangesetMeta, DIMENSIONS_FILE, IMAGE_CHANGESET, IMAGE_ITEMS};
+use discern_store::{
+    sync_dir, write_atomic, ChangesetMeta, DIMENSIONS_FILE, IMAGE_CHANGESET, IMAGE_ITEMS,
+    ITEMS_FILE,
+};
 
 use crate::background_save::{lower_this_threads_priority, write_index_file, WRITING};
 use crate::{process, saved, Config, Engine, WriterGuard};
@@ -215,12 +218,12 @@ impl Engine {
                 let _one_at_a_time = WRITING.lock();
                 let t0 = Instant::now();
                 let written = (|| -> Result<u64> {
-                    write_durably(&tmp.join(DIMENSIONS_FILE), &dims)?;
+                    write_atomic(&tmp.join(DIMENSIONS_FILE), &dims)?;
                     let path = tmp.join(saved::FILE);
-                    write_index_file(&path, snap, &counts, &header, Encode::OnThisThread, &|| true, true)?;
+                    write_index_file(&path, snap, &counts, &header, Encode::OnThisThread, &|| true)?;
                     let items = source.write_items(&tmp)?;
                     fs::rename(&tmp, &done)?;
-                    fs::File::open(&images)?.sync_all()?;
+                    sync_dir(&images)?;
                     Ok(items)
                 })();
                 match written {
@@ -273,14 +276,6 @@ fn open_part(dir: &Path, names: &[&'static str]) -> Result<Option<ImagePart>> {
     Ok(Some(ImagePart { files }))
 }
 
-fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut f = fs::File::create(path)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    Ok(())
-}
-
 /// Removes every finished image but `keep` (images being written are left alone).
 fn remove_older_images(images: &Path, keep: &str) {
     let Ok(entries) = fs::read_dir(images) else {
@@ -313,7 +308,7 @@ pub fn bootstrap(config: &Config) -> Result<Option<Preloaded>> {
         return Ok(None);
     };
     let data_dir = &config.data_dir;
-    if !crate::feed::names_an_engine(url) || data_dir.join(IMAGE_ITEMS).exists() {
+    if !crate::feed::names_an_engine(url) || data_dir.join(ITEMS_FILE).exists() {
         return Ok(None);
     }
     let base = url.trim_end_matches('/');

@@ -10,10 +10,14 @@ use std::path::Path;
 use discern_model::{Error, Result};
 use redb::{Database, ReadTransaction, ReadableTable, ReadableTableMetadata};
 
-use crate::{db_err, sync_dir, ChangesetMeta, Store, CATALOG, ITEMS};
+use crate::{
+    db_err, log_file, sync_dir, write_atomic, ChangesetMeta, Store, CATALOG, DIMENSIONS_FILE,
+    ITEMS, ITEMS_FILE, LOG_DIR,
+};
 
-/// The image's item store: the items, and a catalog listing the changeset alone.
-pub const IMAGE_ITEMS: &str = "items.redb";
+/// The image's item store: the items, and a catalog listing the changeset alone (named
+/// as in a data dir).
+pub const IMAGE_ITEMS: &str = ITEMS_FILE;
 /// The changeset's file, as the log holds it.
 pub const IMAGE_CHANGESET: &str = "changeset.xml.zst";
 
@@ -114,21 +118,18 @@ pub fn install_image(
     meta: &ChangesetMeta,
     dims: &[u8],
 ) -> Result<()> {
-    let items = data_dir.join("items.redb");
+    let items = data_dir.join(ITEMS_FILE);
     if items.exists() {
         return Err(Error::Internal(format!(
             "{} already holds an item store",
             data_dir.display()
         )));
     }
-    let log_dir = data_dir.join("changesets");
+    let log_dir = data_dir.join(LOG_DIR);
     fs::create_dir_all(&log_dir)?;
-    fs::rename(
-        image.join(IMAGE_CHANGESET),
-        log_dir.join(format!("{}.xml.zst", meta.id)),
-    )?;
+    fs::rename(image.join(IMAGE_CHANGESET), log_file(&log_dir, &meta.id))?;
     sync_dir(&log_dir)?;
-    crate::write_atomic(&data_dir.join(crate::DIMENSIONS_FILE), dims)?;
+    write_atomic(&data_dir.join(DIMENSIONS_FILE), dims)?;
     fs::rename(image.join(IMAGE_ITEMS), items)?;
     sync_dir(data_dir)
 }

@@ -148,6 +148,16 @@ const NO_CHANGESETS: &str = "no changesets";
 
 /// The dimensions document, in the data dir.
 pub const DIMENSIONS_FILE: &str = "dimensions.xml";
+/// The item store, in the data dir (SPEC §1.2).
+pub const ITEMS_FILE: &str = "items.redb";
+/// The changeset log's directory, in the data dir: one `<id>.xml.zst` file each.
+const LOG_DIR: &str = "changesets";
+const LOG_SUFFIX: &str = ".xml.zst";
+
+/// Changeset `id`'s file in the log directory `log_dir`.
+pub(crate) fn log_file(log_dir: &Path, id: &str) -> PathBuf {
+    log_dir.join(format!("{id}{LOG_SUFFIX}"))
+}
 
 /// `Store::state_token` once `m` is the newest changeset listed.
 fn state_after(m: &ChangesetMeta) -> String {
@@ -160,11 +170,11 @@ impl Store {
     /// be most of the memory budget of a million-item engine).
     pub fn open(dir: &Path, retain_snapshots: usize, cache_bytes: u64) -> Result<Store> {
         fs::create_dir_all(dir)?;
-        let log_dir = dir.join("changesets");
+        let log_dir = dir.join(LOG_DIR);
         fs::create_dir_all(&log_dir)?;
         let db = redb::Builder::new()
             .set_cache_size(cache_bytes as usize)
-            .create(dir.join("items.redb"))
+            .create(dir.join(ITEMS_FILE))
             .map_err(db_err)?;
         {
             let txn = db.begin_write().map_err(db_err)?;
@@ -250,7 +260,7 @@ impl Store {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let keep = name
-                .strip_suffix(".xml.zst")
+                .strip_suffix(LOG_SUFFIX)
                 .is_some_and(|id| listed.contains(id));
             if !keep {
                 tracing::info!(file = %name, "removing changeset file no catalog entry lists");
@@ -261,7 +271,7 @@ impl Store {
     }
 
     pub(crate) fn log_path(&self, id: &str) -> PathBuf {
-        self.log_dir.join(format!("{id}.xml.zst"))
+        log_file(&self.log_dir, id)
     }
 
     /// The catalog, oldest first: by default from the newest complete-state changeset on;
@@ -378,7 +388,7 @@ impl Store {
 
     /// Bytes of the item store on disk.
     pub fn disk_size(&self) -> u64 {
-        fs::metadata(self.dir.join("items.redb"))
+        fs::metadata(self.dir.join(ITEMS_FILE))
             .map(|m| m.len())
             .unwrap_or(0)
     }
@@ -407,12 +417,15 @@ impl Drop for Store {
     }
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+/// Makes `dir`'s entries durable (a file created, renamed or removed in it).
+pub fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+/// Writes `data` to `path` durably and whole: a synced temp file beside it, renamed into
+/// place, the directory synced.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
     {

@@ -55,7 +55,7 @@ impl LogWriter {
     }
 
     fn start(dir: &std::path::Path, id: String) -> io::Result<LogWriter> {
-        let path = dir.join(format!("{id}.xml.zst"));
+        let path = crate::log_file(dir, &id);
         let file = File::create(&path)?;
         let dir = dir.to_path_buf();
         let (tx, rx) = sync_channel::<Vec<u8>>(16);
