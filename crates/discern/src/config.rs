@@ -50,6 +50,15 @@ pub fn parse_properties(text: &str) -> HashMap<String, String> {
     out
 }
 
+/// A boolean setting's value, `true` or `false`; anything else an error naming `key`.
+fn parse_bool(key: &str, v: &str) -> anyhow::Result<bool> {
+    match v {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => bail!("{key} = {v:?}: expected true or false"),
+    }
+}
+
 /// `4 GiB`, `2000`, `16MiB` → bytes.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
@@ -111,18 +120,10 @@ impl Settings {
                 .with_context(|| format!("retain-snapshots = {v:?}"))?;
         }
         if let Some(v) = get("bootstrap-images") {
-            c.bootstrap_images = match v {
-                "true" => true,
-                "false" => false,
-                _ => bail!("bootstrap-images = {v:?}: expected true or false"),
-            };
+            c.bootstrap_images = parse_bool("bootstrap-images", v)?;
         }
         if let Some(v) = get("queryable-while-replaying") {
-            c.queryable_while_replaying = match v {
-                "true" => true,
-                "false" => false,
-                _ => bail!("queryable-while-replaying = {v:?}: expected true or false"),
-            };
+            c.queryable_while_replaying = parse_bool("queryable-while-replaying", v)?;
         }
         c.admin_token = get("admin-token").map(str::to_string);
         c.feed = get("feed").map(str::to_string);
@@ -182,6 +183,23 @@ mod tests {
         std::fs::write(&f, "store-cache = lots\n").unwrap();
         let err = format!("{:#}", Settings::load(Some(&f), None, None).err().unwrap());
         assert!(err.contains("store-cache"), "{err}");
+    }
+
+    /// The boolean settings take `true` or `false` and name themselves on anything else.
+    #[test]
+    fn booleans_from_file_and_bad_value_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("discern.properties");
+        let both = "bootstrap-images = true\nqueryable-while-replaying = true\n";
+        std::fs::write(&f, both).unwrap();
+        let s = Settings::load(Some(&f), None, None).unwrap();
+        assert!(s.engine.bootstrap_images);
+        assert!(s.engine.queryable_while_replaying);
+        for key in ["bootstrap-images", "queryable-while-replaying"] {
+            std::fs::write(&f, format!("{key} = yes\n")).unwrap();
+            let err = format!("{:#}", Settings::load(Some(&f), None, None).err().unwrap());
+            assert!(err.contains(key) && err.contains("yes"), "{err}");
+        }
     }
 
     #[test]
