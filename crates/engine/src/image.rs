@@ -248,7 +248,8 @@ impl Engine {
         let Some((_, names)) = IMAGE_PARTS.iter().find(|(p, _)| *p == part) else {
             return Ok(None);
         };
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        // (the id names a directory: only an id as engines make them)
+        if !discern_store::is_engine_id(id) {
             return Ok(None);
         }
         open_part(&self.images_dir().join(id), names)

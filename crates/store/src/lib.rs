@@ -18,7 +18,7 @@ mod pages;
 
 pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use image::{image_meta, install_image, ImageSource, IMAGE_CHANGESET, IMAGE_ITEMS};
-pub use log::{threads_started as log_threads_started, LogWriter};
+pub use log::{is_engine_id, threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
 pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead};
 

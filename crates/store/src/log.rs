@@ -34,6 +34,12 @@ pub(crate) struct Staged {
     pub raw_length: u64,
 }
 
+/// Whether `id` is a changeset id as engines make them: hex digits and dashes, at most
+/// 64 of them. Such an id is safe as a file or directory name.
+pub fn is_engine_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
 impl LogWriter {
     pub(crate) fn create(dir: &std::path::Path) -> io::Result<LogWriter> {
         Self::start(dir, new_id())
@@ -42,10 +48,7 @@ impl LogWriter {
     /// A log file under an id another engine gave (replication). The id becomes a file
     /// name, so only ids of hex digits and dashes, as engines make them, are accepted.
     pub(crate) fn create_with_id(dir: &std::path::Path, id: &str) -> io::Result<LogWriter> {
-        let plausible = !id.is_empty()
-            && id.len() <= 64
-            && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-        if !plausible {
+        if !is_engine_id(id) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("changeset id {id:?} is not an engine's id"),
@@ -157,4 +160,20 @@ impl Drop for LogWriter {
 fn new_id() -> String {
     let v: u128 = rand::random();
     format!("{v:032x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ids engines make (and that name log files and image directories) pass; names
+    /// that could leave a directory, or are empty or long, do not.
+    #[test]
+    fn engine_ids() {
+        assert!(is_engine_id(&new_id()));
+        assert!(is_engine_id("0a1b-2c3d"));
+        for bad in ["", "..", "a/b", "x1", "ab.cd", &"a".repeat(65)] {
+            assert!(!is_engine_id(bad), "{bad:?}");
+        }
+    }
 }
