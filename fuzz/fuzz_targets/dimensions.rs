@@ -49,10 +49,6 @@ fn keys(d: &Dimension) -> Vec<String> {
         }
         _ => {}
     }
-    if let Some(set) = d.kind.elements() {
-        // (an element's value as a raw value tags an item with it)
-        keys.extend(set.elements.iter().take(4).map(|e| e.value.clone()));
-    }
     keys
 }
 
