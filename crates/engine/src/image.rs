@@ -691,4 +691,26 @@ mod tests {
             assert!(read.is_err(), "cut at {cut_at}");
         }
     }
+
+    /// A finished image is served under any id engines make — a replicated id has
+    /// dashes — and under nothing that could name a directory elsewhere.
+    #[test]
+    fn image_parts_are_found_by_engine_ids_only() {
+        let d = tempfile::tempdir().unwrap();
+        let e = crate::tests::engine(d.path());
+        let id = "0a1b2c3d-4e5f";
+        let dir = e.images_dir().join(id);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(IMAGE_CHANGESET), b"changeset").unwrap();
+        fs::write(dir.join(IMAGE_ITEMS), b"items").unwrap();
+        let store = IMAGE_PARTS[0].0;
+        assert!(e.image_part(id, store).unwrap().is_some());
+        assert!(e.image_part(id, "no such part").unwrap().is_none());
+        // a directory an id could reach outside the images: not served
+        fs::write(e.images_dir().join(IMAGE_CHANGESET), b"changeset").unwrap();
+        fs::write(e.images_dir().join(IMAGE_ITEMS), b"items").unwrap();
+        for bad in [".", "..", "", "0a1b/../0a1b2c3d-4e5f"] {
+            assert!(e.image_part(bad, store).unwrap().is_none(), "{bad:?}");
+        }
+    }
 }
