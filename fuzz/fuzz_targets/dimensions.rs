@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use discern_dimensions::{to_json, Dimension, DimensionKind, Dimensions};
+use discern_dimensions::{extract, to_json, Dimension, DimensionKind, Dimensions};
 use discern_index::{
     compute_facets, evaluate, parse_query, Filter, IndexWriter, Matched, Snapshot, Want,
 };
@@ -74,8 +74,10 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
+        // (each value also rendered as `/ws/values` and `indexValues` render it, which
+        // indexing does not do)
         for d in &dims.dims {
-            let ex = discern_dimensions::extract(d, &rec);
+            let ex = extract(d, &rec);
             if let Some(v) = &ex.value {
                 let _ = to_json(d, v);
             }
