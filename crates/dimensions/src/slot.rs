@@ -7,8 +7,9 @@
 //! starts with its reference count):
 //!
 //! * `INLINE` (`..001`): bit 3 tells an integer (the other 60 bits, two's complement)
-//!   from a double (its own bits, whose lowest four must be zero: 2.5 or 1.0 are,
-//!   0.37 is not);
+//!   from a double — one of magnitude 2⁻⁶³ to 2⁶⁴, or zero: its sign, its 52-bit
+//!   fraction and its exponent in 7 bits, bit for bit as it came (`double_word`);
+//!   anything else is a list;
 //! * any other tag: the address of a list — `Terms`, `Strings`, `Text`, `Points`,
 //!   `Elements`, `Ints`, `Doubles`. A number that does not fit in place is a one-item
 //!   `Ints` or `Doubles` list and reads back as `Int` or `Double`.
@@ -60,19 +61,47 @@ fn int_in_place(x: i64) -> bool {
     (x << INLINE_BITS) >> INLINE_BITS == x
 }
 
+/// A double's exponent field (biased) for the smallest magnitude held in place, less
+/// one: `double_word` keeps the exponent as its distance from this, in 7 bits, `0`
+/// standing for zero. (Its own bits, as earlier kept, held only doubles whose lowest
+/// four bits were zero: 2.5 but not 0.17, and half of a generated dataset's
+/// `lot_acres` took a list of 24 bytes each.)
+const EXPONENT_BASE: u64 = 1023 - 64;
+const FRACTION: u64 = (1 << 52) - 1;
+
+/// `x` as the 60 bits a slot holds it in (sign, exponent less `EXPONENT_BASE`,
+/// fraction), if it is zero or of magnitude 2⁻⁶³ to just under 2⁶⁴ (a subnormal, an
+/// infinity, a NaN and any other are lists).
+fn double_word(x: f64) -> Option<u64> {
+    let bits = x.to_bits();
+    let (sign, exponent, fraction) = (bits >> 63, bits >> 52 & 0x7ff, bits & FRACTION);
+    let code = match exponent {
+        0 if fraction == 0 => 0,
+        e if e > EXPONENT_BASE && e - EXPONENT_BASE <= 0x7f => e - EXPONENT_BASE,
+        _ => return None,
+    };
+    Some(sign << 59 | code << 52 | fraction)
+}
+
+/// The double `double_word` made `word` of.
+fn word_double(word: u64) -> f64 {
+    let (sign, code, fraction) = (word >> 59 & 1, word >> 52 & 0x7f, word & FRACTION);
+    let exponent = if code == 0 { 0 } else { code + EXPONENT_BASE };
+    f64::from_bits(sign << 63 | exponent << 52 | fraction)
+}
+
 /// Whether a slot holds double `x` in place.
 fn double_in_place(x: f64) -> bool {
-    x.to_bits() & 0b1111 == 0
+    double_word(x).is_some()
 }
 
 impl IndexedValue {
     /// The value with a lone number that a slot cannot hold in place already in the
     /// one-item list `Slot::from` would put it in, so that the list is allocated by the
     /// thread calling this. (The index's writer extracts values on every core but makes
-    /// the rows on one thread, where these 24-byte lists — half the documents have a
-    /// `lot_acres` like 0.17 — sat between the apply's short-lived allocations of that
-    /// size, and kept their pages when those were freed: with the new documents' ids,
-    /// made there too, 45 MB of free 32-byte blocks after a 1M bulk load, now 10.)
+    /// the rows on one thread, where these 24-byte lists sat between the apply's
+    /// short-lived allocations of that size, and kept their pages when those were
+    /// freed.)
     pub fn boxed_for_slot(self) -> IndexedValue {
         match self {
             IndexedValue::Int(x) if !int_in_place(x) => IndexedValue::Ints(Many::from([x])),
@@ -90,13 +119,12 @@ impl From<IndexedValue> for Slot {
             IndexedValue::Int(x) if int_in_place(x) => {
                 Slot::inline(((x << INLINE_BITS) as u64) | INLINE)
             }
-            IndexedValue::Double(x) if double_in_place(x) => {
-                Slot::inline(x.to_bits() | DOUBLE_BIT | INLINE)
-            }
+            IndexedValue::Double(x) => match double_word(x) {
+                Some(word) => Slot::inline(word << INLINE_BITS | DOUBLE_BIT | INLINE),
+                None => Slot::from(IndexedValue::Double(x).boxed_for_slot()),
+            },
             // (a one-item list: `boxed_for_slot` is the one place that boxes a number)
-            number @ (IndexedValue::Int(_) | IndexedValue::Double(_)) => {
-                Slot::from(number.boxed_for_slot())
-            }
+            IndexedValue::Int(x) => Slot::from(IndexedValue::Int(x).boxed_for_slot()),
             IndexedValue::Ints(xs) => pointer(INTS, xs),
             IndexedValue::Doubles(xs) => pointer(DOUBLES, xs),
             IndexedValue::Terms(t) => pointer(TERMS, t.into_many()),
@@ -160,7 +188,7 @@ impl Slot {
         unsafe {
             match word & TAG {
                 INLINE if word & DOUBLE_BIT == 0 => IndexedValue::Int(word as i64 >> INLINE_BITS),
-                INLINE => IndexedValue::Double(f64::from_bits(word & !0b1111)),
+                INLINE => IndexedValue::Double(word_double(word >> INLINE_BITS)),
                 TERMS => IndexedValue::Terms(TermList::from_many(Many::from_raw(raw))),
                 STRINGS => IndexedValue::Strings(StrList::from_many(Many::from_raw(raw))),
                 TEXT => IndexedValue::Text(StrList::from_many(Many::from_raw(raw))),
@@ -302,6 +330,16 @@ mod tests {
             (-100i32..100).prop_map(|x| x as f64 / 2.0),
             Just(0.37),
             Just(-0.0),
+            Just(0.0),
+            // the magnitudes held in place, at and past their ends
+            Just(f64::from_bits(960 << 52)),
+            Just(-f64::from_bits((960 << 52) - 1)),
+            Just(f64::from_bits((1087 << 52) - 1)),
+            Just(f64::from_bits(1087 << 52)),
+            Just(f64::MIN_POSITIVE),
+            Just(f64::INFINITY),
+            Just(-f64::INFINITY),
+            Just(5e-324),
         ];
         prop_oneof![
             prop::collection::vec(int, 1..4).prop_map(IndexedValue::from_ints),
@@ -364,10 +402,13 @@ mod tests {
         for (v, in_place) in [
             (IndexedValue::Int(i64::MAX), false),
             (IndexedValue::Int(-(1 << 60)), false),
-            (IndexedValue::Double(0.37), false),
-            (IndexedValue::Double(0.1), false),
+            (IndexedValue::Double(1e300), false),
+            (IndexedValue::Double(-1e-30), false),
+            (IndexedValue::Double(f64::INFINITY), false),
             (IndexedValue::Int(-5), true),
             (IndexedValue::Double(2.5), true),
+            (IndexedValue::Double(0.37), true),
+            (IndexedValue::Double(-0.0), true),
         ] {
             let boxed = v.clone().boxed_for_slot();
             let list = match &boxed {
@@ -398,14 +439,31 @@ mod tests {
         for v in [
             IndexedValue::Int(i64::MAX),
             IndexedValue::Int(-(1 << 60)),
-            IndexedValue::Double(0.37),
-            IndexedValue::Double(0.1),
+            IndexedValue::Double(1e300),
+            IndexedValue::Double(1e-30),
+            IndexedValue::Double(f64::NAN),
+            IndexedValue::Double(f64::from_bits(1087 << 52)), // 2⁶⁴
+            IndexedValue::Double(f64::from_bits((960 << 52) - 1)), // just under 2⁻⁶³
         ] {
             let slot = Slot::from(v.clone());
             assert_ne!(slot.0.get() & TAG, INLINE, "{v:?} is a list");
-            assert_eq!(*slot.get(), v);
+            match (&*slot.get(), &v) {
+                (IndexedValue::Double(a), IndexedValue::Double(b)) => {
+                    assert_eq!(a.to_bits(), b.to_bits())
+                }
+                (got, _) => assert_eq!(*got, v),
+            }
         }
-        for v in [IndexedValue::Int(-5), IndexedValue::Double(2.5)] {
+        for v in [
+            IndexedValue::Int(-5),
+            IndexedValue::Double(2.5),
+            IndexedValue::Double(0.37),
+            IndexedValue::Double(0.1),
+            IndexedValue::Double(-123456.789),
+            IndexedValue::Double(0.0),
+            IndexedValue::Double(f64::from_bits(960 << 52)), // 2⁻⁶³
+            IndexedValue::Double(f64::from_bits((1087 << 52) - 1)), // just under 2⁶⁴
+        ] {
             assert_eq!(
                 Slot::from(v.clone()).0.get() & TAG,
                 INLINE,

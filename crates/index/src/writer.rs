@@ -410,18 +410,18 @@ mod tests {
         )
         .unwrap();
         let rec = Record(vec![
-            ("d".into(), Value::Real(0.37)),
+            ("d".into(), Value::Real(1e300)),
             ("i".into(), Value::Int(7)),
         ]);
         let (values, _) = index_values(&dims, &rec);
         assert!(
-            matches!(&values[0], Some(IndexedValue::Doubles(xs)) if xs[..] == [0.37]),
+            matches!(&values[0], Some(IndexedValue::Doubles(xs)) if xs[..] == [1e300]),
             "{:?}",
             values[0]
         );
         assert!(matches!(values[1], Some(IndexedValue::Int(7))));
         let doc = Doc::new(DocId::from("a"), values);
-        assert_eq!(doc.value(0).as_deref(), Some(&IndexedValue::Double(0.37)));
+        assert_eq!(doc.value(0).as_deref(), Some(&IndexedValue::Double(1e300)));
         assert_eq!(doc.value(1).as_deref(), Some(&IndexedValue::Int(7)));
     }
 
