@@ -1,8 +1,8 @@
 //! A list of strings in one allocation: the index holds every item's keyword values
-//! and text tokens this way, so that a token costs its bytes plus a 4-byte offset
-//! instead of a `String` (24 bytes plus an allocation of its own). The allocation is
-//! shared: documents with equal keyword values can hold one list (the index interns
-//! them), and a clone costs a reference count.
+//! this way (and extraction a text's tokens), so that a string costs its bytes plus an
+//! offset of one to four bytes instead of a `String` (24 bytes plus an allocation of
+//! its own). The allocation is shared: documents with equal keyword values can hold
+//! one list (the index interns them), and a clone costs a reference count.
 
 use crate::many::Many;
 use std::fmt;
@@ -10,9 +10,13 @@ use std::fmt;
 /// Strings back to back in one buffer, optionally split into consecutive groups (a
 /// text dimension's fields).
 ///
-/// Layout (u32s little-endian): `[groups][group end × groups][len][end × len][bytes]`,
-/// where a group end is the index one past the group's last string and a string's end
-/// is its byte offset, within `bytes`, one past its last byte.
+/// Layout: `[width][groups][group end × groups][len][end × len][bytes]`, where a group
+/// end is the index one past the group's last string, a string's end is its byte
+/// offset, within `bytes`, one past its last byte, and each number is `width` bytes
+/// little-endian: 1, 2 or 4, the fewest that hold the largest of them. (Four bytes
+/// each, a listing's six amenities took 32 bytes of numbers beside ~50 of text; one
+/// byte each, 9.) The width is a function of the strings, so
+/// equal lists have equal encodings, which interning compares.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct StrList(Many<u8>);
 
@@ -34,11 +38,25 @@ impl Default for StrList {
     }
 }
 
+/// The `width`-byte number at `at`.
 #[inline]
-fn word(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(w)
+fn number(b: &[u8], at: usize, width: usize) -> usize {
+    match width {
+        1 => b[at] as usize,
+        2 => u16::from_le_bytes([b[at], b[at + 1]]) as usize,
+        _ => u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize,
+    }
+}
+
+/// The fewest bytes (1, 2 or 4) that hold `largest`.
+fn width_for(largest: usize) -> usize {
+    if largest <= u8::MAX as usize {
+        1
+    } else if largest <= u16::MAX as usize {
+        2
+    } else {
+        4
+    }
 }
 
 impl StrList {
@@ -51,19 +69,31 @@ impl StrList {
     }
 
     #[inline]
-    fn groups_count(&self) -> usize {
-        word(&self.0, 0) as usize
+    fn width(&self) -> usize {
+        self.0[0] as usize
     }
 
-    /// Offset of the `len` word.
+    /// The `i`-th number of the encoding (0: the group count).
+    #[inline]
+    fn nth(&self, i: usize) -> usize {
+        let w = self.width();
+        number(&self.0, 1 + w * i, w)
+    }
+
+    #[inline]
+    fn groups_count(&self) -> usize {
+        self.nth(0)
+    }
+
+    /// Position of the `len` number among the encoding's numbers.
     #[inline]
     fn len_at(&self) -> usize {
-        4 + 4 * self.groups_count()
+        1 + self.groups_count()
     }
 
     #[inline]
     pub fn len(&self) -> usize {
-        word(&self.0, self.len_at()) as usize
+        self.nth(self.len_at())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -83,17 +113,19 @@ impl StrList {
 
     /// The strings with indexes in `r` (which must be within `0..len()`).
     fn range(&self, r: std::ops::Range<usize>) -> Iter<'_> {
-        let len_at = self.len_at();
-        let ends_at = len_at + 4;
-        let base = ends_at + 4 * self.len();
+        let width = self.width();
+        // (the first end's position among the numbers)
+        let ends = self.len_at() + 1;
+        let base = 1 + width * (ends + self.len());
         let start = if r.start == 0 || r.start >= r.end {
             0
         } else {
-            word(&self.0, ends_at + 4 * (r.start - 1)) as usize
+            self.nth(ends + r.start - 1)
         };
         Iter {
             buf: &self.0,
-            ends_at,
+            ends_at: 1 + width * ends,
+            width,
             base,
             start,
             next: r.start,
@@ -111,12 +143,8 @@ impl StrList {
         if g >= self.groups_count() {
             return 0..0;
         }
-        let end = word(&self.0, 4 + 4 * g) as usize;
-        let start = if g == 0 {
-            0
-        } else {
-            word(&self.0, 4 * g) as usize
-        };
+        let end = self.nth(1 + g);
+        let start = if g == 0 { 0 } else { self.nth(g) };
         start..end
     }
 
@@ -141,21 +169,30 @@ impl StrList {
         &self.0
     }
 
-    /// A list from bytes `as_raw` gave, checked in full: `None` unless the words are in
-    /// bounds and in order and every string is UTF-8 (the iterator relies on both).
+    /// A list from bytes `as_raw` gave, checked in full: `None` unless the width is the
+    /// one the builder picks, the numbers are in bounds and in order and every string
+    /// is UTF-8 (the iterator relies on all of it).
     pub fn from_raw(b: &[u8]) -> Option<StrList> {
+        let width = *b.first()? as usize;
+        if ![1, 2, 4].contains(&width) {
+            return None;
+        }
         let at = |i: usize| -> Option<usize> {
-            let w = b.get(i..i.checked_add(4)?)?;
-            Some(u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as usize)
+            let start = i.checked_mul(width)?.checked_add(1)?;
+            b.get(start..start.checked_add(width)?)?;
+            Some(number(b, start, width))
         };
         let groups = at(0)?;
-        let len_at = groups.checked_mul(4)?.checked_add(4)?;
+        let len_at = groups.checked_add(1)?;
         let len = at(len_at)?;
-        let base = len.checked_mul(4)?.checked_add(len_at + 4)?;
+        let base = len
+            .checked_add(len_at + 1)?
+            .checked_mul(width)?
+            .checked_add(1)?;
         let bytes = b.get(base..)?;
         let mut prev = 0;
         for g in 0..groups {
-            let end = at(4 + 4 * g)?;
+            let end = at(1 + g)?;
             if end < prev || end > len {
                 return None;
             }
@@ -167,13 +204,14 @@ impl StrList {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut start = 0;
         for i in 0..len {
-            let end = at(len_at + 4 + 4 * i)?;
+            let end = at(len_at + 1 + i)?;
             if end < start || !text.is_char_boundary(end) {
                 return None;
             }
             start = end;
         }
-        (start == bytes.len()).then(|| StrList(b.into()))
+        let canonical = width == width_for(groups.max(len).max(bytes.len()));
+        (start == bytes.len() && canonical).then(|| StrList(b.into()))
     }
 }
 
@@ -200,8 +238,9 @@ impl fmt::Debug for StrList {
 #[derive(Clone)]
 pub struct Iter<'a> {
     buf: &'a [u8],
-    /// Offset of the first end word.
+    /// Offset of the first end number, and the numbers' width.
     ends_at: usize,
+    width: usize,
     /// Offset of the byte region.
     base: usize,
     /// Byte offset (within the byte region) of the next string.
@@ -217,7 +256,7 @@ impl<'a> Iterator for Iter<'a> {
         if self.next >= self.end {
             return None;
         }
-        let e = word(self.buf, self.ends_at + 4 * self.next) as usize;
+        let e = number(self.buf, self.ends_at + self.width * self.next, self.width);
         let bytes = &self.buf[self.base + self.start..self.base + e];
         self.start = e;
         self.next += 1;
@@ -281,17 +320,19 @@ impl StrListBuilder {
     }
 
     pub fn finish(&mut self) -> StrList {
-        let mut out = Vec::with_capacity(
-            8 + 4 * (self.group_ends.len() + self.ends.len()) + self.bytes.len(),
-        );
-        out.extend_from_slice(&(self.group_ends.len() as u32).to_le_bytes());
-        for g in &self.group_ends {
-            out.extend_from_slice(&g.to_le_bytes());
-        }
-        out.extend_from_slice(&(self.ends.len() as u32).to_le_bytes());
-        for e in &self.ends {
-            out.extend_from_slice(&e.to_le_bytes());
-        }
+        // (group ends are at most the string count, string ends the byte count)
+        let largest = (self.group_ends.len())
+            .max(self.ends.len())
+            .max(self.bytes.len());
+        let width = width_for(largest);
+        let numbers = 2 + self.group_ends.len() + self.ends.len();
+        let mut out = Vec::with_capacity(1 + width * numbers + self.bytes.len());
+        out.push(width as u8);
+        let mut put = |n: usize| out.extend_from_slice(&(n as u32).to_le_bytes()[..width]);
+        put(self.group_ends.len());
+        self.group_ends.iter().for_each(|&g| put(g as usize));
+        put(self.ends.len());
+        self.ends.iter().for_each(|&e| put(e as usize));
         out.extend_from_slice(&self.bytes);
         self.group_ends.clear();
         self.ends.clear();
@@ -346,21 +387,64 @@ mod tests {
         for cut in 0..raw.len() {
             assert_eq!(StrList::from_raw(&raw[..cut]), None, "cut at {cut}");
         }
+        // [width 1][no groups][2 strings][ends 2, 4]["abü"]
+        assert_eq!(raw[..5], [1, 0, 2, 2, 4]);
         // "ü" split inside its two bytes
         let mut split = raw.clone();
-        split[8] = 3;
+        split[3] = 3;
         assert_eq!(StrList::from_raw(&split), None);
         let mut backwards = raw.clone();
-        backwards[8] = 4;
-        backwards[12] = 3;
+        backwards[3] = 4;
+        backwards[4] = 3;
         assert_eq!(StrList::from_raw(&backwards), None);
         let mut groups = StrListBuilder::default();
         groups.push("x");
         groups.end_group();
         let mut g = groups.finish().as_raw().to_vec();
-        g[4] = 2; // a group ending past the last string
+        g[2] = 2; // a group ending past the last string
         assert_eq!(StrList::from_raw(&g), None);
+        // a width the builder would not pick for these strings, or none it picks at all
+        let wide: Vec<u8> = [2, 0, 0, 2, 0, 2, 0, 4, 0]
+            .into_iter()
+            .chain(*b"ab\xc3\xbc")
+            .collect();
+        assert_eq!(StrList::from_raw(&wide), None);
+        for width in [0, 3, 8] {
+            let mut w = raw.clone();
+            w[0] = width;
+            assert_eq!(StrList::from_raw(&w), None, "width {width}");
+        }
         assert_eq!(StrList::from_raw(&raw), Some(l));
+    }
+
+    /// Numbers past a byte take two, past two bytes four: strings of 300 and 70,000
+    /// bytes, and 300 groups of nothing.
+    #[test]
+    fn wider_numbers_for_longer_lists() {
+        let long = "é".repeat(35_000);
+        for (strings, width) in [
+            (vec!["x".repeat(200), "y".repeat(55)], 1),
+            (vec!["x".repeat(200), "y".repeat(56)], 2),
+            (vec![long.clone(), "z".into()], 4),
+        ] {
+            let l = StrList::from_strs(&strings);
+            assert_eq!(l.as_raw()[0], width);
+            assert_eq!(l.iter().collect::<Vec<_>>(), strings);
+            assert_eq!(l.get(1), Some(strings[1].as_str()));
+            assert_eq!(StrList::from_raw(l.as_raw()), Some(l.clone()));
+        }
+        let mut b = StrListBuilder::default();
+        for _ in 0..300 {
+            b.end_group();
+        }
+        b.push("last");
+        b.end_group();
+        let l = b.finish();
+        assert_eq!(l.as_raw()[0], 2);
+        assert_eq!(l.groups(), 301);
+        assert_eq!(l.group(299).count(), 0);
+        assert_eq!(l.group(300).collect::<Vec<_>>(), ["last"]);
+        assert_eq!(StrList::from_raw(l.as_raw()), Some(l));
     }
 
     #[test]

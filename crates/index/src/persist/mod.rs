@@ -39,8 +39,9 @@ pub(crate) use blocks::{Dec, Enc, StreamedBlock};
 
 const MAGIC: &[u8; 8] = b"discernI";
 /// Bump whenever the layout or what extraction produces for a record changes: a file
-/// of another format is ignored (the index is rebuilt from the item store).
-pub const FORMAT: u32 = 8;
+/// of another format is ignored (the index is rebuilt from the item store). 9: string
+/// lists' numbers as narrow as their values (`StrList`).
+pub const FORMAT: u32 = 9;
 /// Chunks encoded or decoded together (in parallel).
 const CHUNK_BATCH: usize = 64;
 
