@@ -5,9 +5,9 @@
 //! agencies — also as text — cities, ZIP codes): at a million items, the rows held ~350
 //! bytes per document of such repeats. The writer interns each new document's string
 //! values (`StrList`s share their allocation), per dimension, while that pays: a
-//! dimension whose values mostly differ (addresses, descriptions) stops being interned
-//! after one window of lookups, so that it costs neither a lookup per document nor a
-//! table of every value.
+//! dimension whose repeats save fewer bytes than its table costs (addresses,
+//! descriptions: nearly every value differs) stops being interned after a window of
+//! lookups, so that it costs neither a lookup per document nor a table of every value.
 
 use std::borrow::Borrow;
 use std::convert::Infallible;
@@ -16,11 +16,17 @@ use std::sync::Mutex;
 
 use discern_dimensions::{IndexedValue, Many, StrList, TermList};
 
-/// Lookups per dimension between two checks of the share of hits.
+/// Lookups per dimension between two checks of whether interning pays.
 const WINDOW: u32 = 65_536;
 /// Distinct values one dimension may keep; past it, the values no document holds any
 /// more are dropped, and if that does not halve them, interning stops.
-const MAX_VALUES: usize = 1 << 18;
+const MAX_VALUES: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
+/// Values held before the first sweep of the values no document holds any more (one
+/// sweeps again when the table has doubled since the last).
+const SWEEP_FROM: usize = if cfg!(test) { 1 << 8 } else { 1 << 16 };
+/// What the table costs per value it holds, in bytes: its pointer and control byte,
+/// at hashbrown's load.
+const ENTRY: u64 = 16;
 
 #[derive(Default)]
 pub(crate) struct Interner {
@@ -32,14 +38,19 @@ pub(crate) struct Interner {
     terms: Vec<DimInterner<TermList>>,
 }
 
-/// A value that can be shared, and can tell whether it is.
+/// A value that can be shared, and can tell whether it is and what a copy costs.
 pub(crate) trait Shareable: Clone + Hash + Eq {
     fn is_shared(&self) -> bool;
+    /// Its allocation's bytes (count and length, then the items).
+    fn bytes(&self) -> u64;
 }
 
 impl Shareable for StrList {
     fn is_shared(&self) -> bool {
         StrList::is_shared(self)
+    }
+    fn bytes(&self) -> u64 {
+        16 + self.as_raw().len() as u64
     }
 }
 
@@ -47,19 +58,32 @@ impl Shareable for TermList {
     fn is_shared(&self) -> bool {
         TermList::is_shared(self)
     }
+    fn bytes(&self) -> u64 {
+        16 + self.as_raw().len() as u64
+    }
 }
 
 impl Shareable for Many<u32> {
     fn is_shared(&self) -> bool {
         Many::is_shared(self)
     }
+    fn bytes(&self) -> u64 {
+        16 + 4 * self.len() as u64
+    }
 }
 
 struct DimInterner<T> {
     /// `None` once interning this dimension stopped paying.
     values: Option<hashbrown::HashSet<T>>,
+    /// This window's lookups, the bytes its hits saved (the copies not made) and what
+    /// the values it added cost the table (`ENTRY` each).
     lookups: u32,
-    hits: u32,
+    saved: u64,
+    cost: u64,
+    /// The values held after those no document holds were last dropped: they are
+    /// dropped again once the table has doubled (`SWEEP_FROM` at first), so that it
+    /// holds at most about twice the values the documents do.
+    held_at_sweep: usize,
 }
 
 impl<T> Default for DimInterner<T> {
@@ -67,7 +91,9 @@ impl<T> Default for DimInterner<T> {
         DimInterner {
             values: Some(Default::default()),
             lookups: 0,
-            hits: 0,
+            saved: 0,
+            cost: 0,
+            held_at_sweep: 0,
         }
     }
 }
@@ -206,23 +232,30 @@ impl<T: Shareable> DimInterner<T> {
         let mut stop = false;
         let out = match values.get(raw) {
             Some(held) => {
-                self.hits += 1;
+                self.saved += held.bytes();
                 held.clone()
             }
             None => {
                 let list = make()?;
                 values.insert(list.clone());
-                if values.len() > MAX_VALUES {
+                self.cost += ENTRY;
+                let sweep_at = 2 * self.held_at_sweep.max(SWEEP_FROM);
+                if values.len() > sweep_at.min(MAX_VALUES) {
+                    let at_cap = values.len() > MAX_VALUES;
                     values.retain(T::is_shared);
-                    stop = values.len() > MAX_VALUES / 2;
+                    self.held_at_sweep = values.len();
+                    stop = at_cap && values.len() > MAX_VALUES / 2;
                 }
                 list
             }
         };
         if self.lookups == WINDOW {
-            stop |= self.hits < WINDOW / 2;
-            self.lookups = 0;
-            self.hits = 0;
+            // A repeat saves its copy's bytes; a new value costs the table an entry.
+            // (The share of hits alone stopped a listing's amenities: a third of the
+            // first 65,536 repeat an earlier list — 88 bytes each — three quarters of
+            // later ones; interned, 1M listings hold 321,000 lists, not 995,000.)
+            stop |= self.saved < self.cost;
+            (self.lookups, self.saved, self.cost) = (0, 0, 0);
         }
         if stop {
             self.values = None;
@@ -307,12 +340,35 @@ mod tests {
         assert_ne!(list(&a[1]).as_raw().as_ptr(), list(&b[1]).as_raw().as_ptr());
     }
 
+    /// Interning stops when its repeats save fewer bytes than its table costs, not at
+    /// a share of hits: a third of long values repeated pays, a third of short ones
+    /// does not.
     #[test]
-    fn values_no_document_holds_are_dropped_at_the_cap() {
+    fn interning_pays_by_the_bytes_repeats_save() {
+        let mut i = Interner::default();
+        let long_value = "x".repeat(80);
+        for n in 0..WINDOW {
+            let (long, short) = match n % 3 {
+                0 => (long_value.clone(), "r".to_string()),
+                _ => (format!("{n:0>80}"), n.to_string()),
+            };
+            let mut v = vec![strings(&long), strings(&short)];
+            i.intern(&mut v);
+        }
+        assert!(i.interning(0), "long values, a third repeated");
+        assert!(!i.interning(1), "short values, a third repeated");
+    }
+
+    /// Values no document holds any more are dropped once the table has doubled, so
+    /// that it holds at most about twice the values documents do; past `MAX_VALUES`
+    /// held by documents, interning stops.
+    #[test]
+    fn values_no_document_holds_are_swept() {
         let mut d = DimInterner::<StrList>::default();
         let mut kept = Vec::new();
-        for n in 0..=MAX_VALUES {
-            // each value twice, so that the share of hits keeps the dimension interned
+        let mut most = 0;
+        for n in 0..4 * SWEEP_FROM {
+            // each value twice, so that interning pays
             let first = StrList::from_strs([n.to_string()]);
             let _ = d.get_or_make(first.as_raw(), || Ok::<_, Infallible>(first.clone()));
             let raw = StrList::from_strs([n.to_string()]).as_raw().to_vec();
@@ -321,12 +377,23 @@ mod tests {
             if n < 10 {
                 kept.push(again);
             }
+            most = most.max(d.values.as_ref().expect("still interned").len());
         }
+        assert!(most <= 2 * SWEEP_FROM + 1, "{most} values held");
         let values = d.values.as_ref().expect("still interned");
-        // the ten values documents hold, and the one just inserted
-        assert_eq!(values.len(), 11);
         for k in &kept {
             assert!(values.contains(k));
         }
+        // every value held by a document: past the cap, interning stops
+        let mut d = DimInterner::<StrList>::default();
+        let mut held = Vec::new();
+        for n in 0..=MAX_VALUES {
+            let v = StrList::from_strs([n.to_string()]);
+            held.push(
+                d.get_or_make(v.as_raw(), || Ok::<_, Infallible>(v.clone()))
+                    .unwrap(),
+            );
+        }
+        assert!(d.values.is_none());
     }
 }
