@@ -261,9 +261,11 @@ impl<'a> Iterator for Iter<'a> {
         self.start = e;
         self.next += 1;
         // SAFETY: the buffer is only ever built by `StrListBuilder`, which appends whole
-        // `&str`s to the byte region and records the offset after each one; `start` and
-        // `e` are two consecutive recorded offsets, so the bytes are exactly one
-        // appended `&str`, valid UTF-8. The field is private, so no other bytes get in.
+        // `&str`s to the byte region and records the offset after each one, or taken by
+        // `from_raw` once it has checked that the region is UTF-8 and every offset in
+        // order, within it and on a character boundary; `start` and `e` are two
+        // consecutive recorded offsets, so the bytes are UTF-8. The field is private,
+        // so no other bytes get in.
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
