@@ -472,7 +472,7 @@ fn numeric_counts(
                 }
                 (Some((v, m, ..)), Some(sc)) => {
                     for i in Positions::of(words) {
-                        match sc.segment[i] {
+                        match sc.segment.get(i) {
                             NO_SEGMENT if bit(m, i) => row(i, multi, lo, hi),
                             NO_SEGMENT => {} // no value
                             s => {
