@@ -23,10 +23,15 @@ impl<T> Many<T> {
         ThinArc::strong_count(&self.0)
     }
 
-    /// This value's share of the heap bytes it holds: its allocation (the reference
-    /// count and length beside the items) divided among the values sharing it.
+    /// The bytes of its allocation: the reference count and length beside the items.
+    pub fn heap_bytes(&self) -> usize {
+        16 + std::mem::size_of_val::<[T]>(self)
+    }
+
+    /// This value's share of the heap bytes it holds: its allocation divided among the
+    /// values sharing it.
     pub fn heap_bytes_share(&self) -> usize {
-        (16 + std::mem::size_of_val::<[T]>(self)) / self.share_count()
+        self.heap_bytes() / self.share_count()
     }
 
     /// The allocation's address, keeping its count (`slot.rs` packs it in a word). Every

@@ -56,11 +56,6 @@ fn pointer<T>(tag: u64, list: Many<T>) -> Slot {
     Slot(NonZeroU64::new(raw | tag).expect("a list's address is not null"))
 }
 
-/// Whether a slot holds integer `x` in place.
-fn int_in_place(x: i64) -> bool {
-    (x << INLINE_BITS) >> INLINE_BITS == x
-}
-
 /// A double's exponent field (biased) for the smallest magnitude held in place, less
 /// one: `double_word` keeps the exponent as its distance from this, in 7 bits, `0`
 /// standing for zero. (Its own bits, as earlier kept, held only doubles whose lowest
@@ -90,9 +85,16 @@ fn word_double(word: u64) -> f64 {
     f64::from_bits(sign << 63 | exponent << 52 | fraction)
 }
 
-/// Whether a slot holds double `x` in place.
-fn double_in_place(x: f64) -> bool {
-    double_word(x).is_some()
+/// The slot word holding a lone number in place, if it fits: an integer of 60 bits, a
+/// double `double_word` keeps.
+fn inline_word(value: &IndexedValue) -> Option<u64> {
+    match *value {
+        IndexedValue::Int(x) => {
+            ((x << INLINE_BITS) >> INLINE_BITS == x).then_some((x << INLINE_BITS) as u64 | INLINE)
+        }
+        IndexedValue::Double(x) => double_word(x).map(|w| w << INLINE_BITS | DOUBLE_BIT | INLINE),
+        _ => None,
+    }
 }
 
 impl IndexedValue {
@@ -104,8 +106,10 @@ impl IndexedValue {
     /// freed.)
     pub fn boxed_for_slot(self) -> IndexedValue {
         match self {
-            IndexedValue::Int(x) if !int_in_place(x) => IndexedValue::Ints(Many::from([x])),
-            IndexedValue::Double(x) if !double_in_place(x) => {
+            IndexedValue::Int(x) if inline_word(&self).is_none() => {
+                IndexedValue::Ints(Many::from([x]))
+            }
+            IndexedValue::Double(x) if inline_word(&self).is_none() => {
                 IndexedValue::Doubles(Many::from([x]))
             }
             v => v,
@@ -116,15 +120,14 @@ impl IndexedValue {
 impl From<IndexedValue> for Slot {
     fn from(value: IndexedValue) -> Slot {
         match value {
-            IndexedValue::Int(x) if int_in_place(x) => {
-                Slot::inline(((x << INLINE_BITS) as u64) | INLINE)
+            // (a number that does not fit: a one-item list, which `boxed_for_slot` is the
+            // one place to make)
+            number @ (IndexedValue::Int(_) | IndexedValue::Double(_)) => {
+                match inline_word(&number) {
+                    Some(word) => Slot::inline(word),
+                    None => Slot::from(number.boxed_for_slot()),
+                }
             }
-            IndexedValue::Double(x) => match double_word(x) {
-                Some(word) => Slot::inline(word << INLINE_BITS | DOUBLE_BIT | INLINE),
-                None => Slot::from(IndexedValue::Double(x).boxed_for_slot()),
-            },
-            // (a one-item list: `boxed_for_slot` is the one place that boxes a number)
-            IndexedValue::Int(x) => Slot::from(IndexedValue::Int(x).boxed_for_slot()),
             IndexedValue::Ints(xs) => pointer(INTS, xs),
             IndexedValue::Doubles(xs) => pointer(DOUBLES, xs),
             IndexedValue::Terms(t) => pointer(TERMS, t.into_many()),

@@ -13,10 +13,10 @@ use std::fmt;
 /// Layout: `[width][groups][group end × groups][len][end × len][bytes]`, where a group
 /// end is the index one past the group's last string, a string's end is its byte
 /// offset, within `bytes`, one past its last byte, and each number is `width` bytes
-/// little-endian: 1, 2 or 4, the fewest that hold the largest of them. (Four bytes
-/// each, a listing's six amenities took 32 bytes of numbers beside ~50 of text; one
-/// byte each, 9.) The width is a function of the strings, so
-/// equal lists have equal encodings, which interning compares.
+/// little-endian: 1, 2 or 4, the fewest that hold the largest of them (`width_of`).
+/// (Four bytes each, a listing's six amenities took 32 bytes of numbers beside ~50 of
+/// text; one byte each, 9.) The width is a function of the strings, so equal lists
+/// have equal encodings, which interning compares.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct StrList(Many<u8>);
 
@@ -48,8 +48,11 @@ fn number(b: &[u8], at: usize, width: usize) -> usize {
     }
 }
 
-/// The fewest bytes (1, 2 or 4) that hold `largest`.
-fn width_for(largest: usize) -> usize {
+/// The width of a list of `groups` groups and `len` strings of `bytes` bytes in all:
+/// the fewest bytes (1, 2 or 4) that hold the largest of its numbers (a group end is
+/// at most `len`, a string end at most `bytes`).
+fn width_of(groups: usize, len: usize, bytes: usize) -> usize {
+    let largest = groups.max(len).max(bytes);
     if largest <= u8::MAX as usize {
         1
     } else if largest <= u16::MAX as usize {
@@ -153,7 +156,11 @@ impl StrList {
         self.range(self.group_range(g))
     }
 
-    /// Bytes held on the heap (by this list and the others sharing it).
+    /// The bytes of its allocation (`Many::heap_bytes`), shared or not.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.heap_bytes()
+    }
+
     /// This list's share of the bytes it holds on the heap (`Many::heap_bytes_share`).
     pub fn heap_bytes_share(&self) -> usize {
         self.0.heap_bytes_share()
@@ -210,7 +217,7 @@ impl StrList {
             }
             start = end;
         }
-        let canonical = width == width_for(groups.max(len).max(bytes.len()));
+        let canonical = width == width_of(groups, len, bytes.len());
         (start == bytes.len() && canonical).then(|| StrList(b.into()))
     }
 }
@@ -322,11 +329,7 @@ impl StrListBuilder {
     }
 
     pub fn finish(&mut self) -> StrList {
-        // (group ends are at most the string count, string ends the byte count)
-        let largest = (self.group_ends.len())
-            .max(self.ends.len())
-            .max(self.bytes.len());
-        let width = width_for(largest);
+        let width = width_of(self.group_ends.len(), self.ends.len(), self.bytes.len());
         let numbers = 2 + self.group_ends.len() + self.ends.len();
         let mut out = Vec::with_capacity(1 + width * numbers + self.bytes.len());
         out.push(width as u8);

@@ -136,6 +136,11 @@ impl TermList {
         self.iter().max()
     }
 
+    /// The bytes of its allocation (`Many::heap_bytes`), shared or not.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.heap_bytes()
+    }
+
     /// This list's share of the bytes it holds on the heap (`Many::heap_bytes_share`).
     pub fn heap_bytes_share(&self) -> usize {
         self.0.heap_bytes_share()

@@ -41,7 +41,7 @@ pub(crate) struct Interner {
 /// A value that can be shared, and can tell whether it is and what a copy costs.
 pub(crate) trait Shareable: Clone + Hash + Eq {
     fn is_shared(&self) -> bool;
-    /// Its allocation's bytes (count and length, then the items).
+    /// Its allocation's bytes: what a copy not made saves.
     fn bytes(&self) -> u64;
 }
 
@@ -50,7 +50,7 @@ impl Shareable for StrList {
         StrList::is_shared(self)
     }
     fn bytes(&self) -> u64 {
-        16 + self.as_raw().len() as u64
+        self.heap_bytes() as u64
     }
 }
 
@@ -59,7 +59,7 @@ impl Shareable for TermList {
         TermList::is_shared(self)
     }
     fn bytes(&self) -> u64 {
-        16 + self.as_raw().len() as u64
+        self.heap_bytes() as u64
     }
 }
 
@@ -68,7 +68,7 @@ impl Shareable for Many<u32> {
         Many::is_shared(self)
     }
     fn bytes(&self) -> u64 {
-        16 + 4 * self.len() as u64
+        self.heap_bytes() as u64
     }
 }
 
