@@ -32,9 +32,11 @@ const EXTRACT_AT_MOST: usize = 4 * INDEX_BATCH;
 const TRIM_AFTER_ITEMS: u64 = 10_000;
 /// The spare postings (`SpareSlot`) are dropped once applies pause this long: they make
 /// each apply of a burst cheaper (DECISIONS, sessions 9–10) but hold a copy of every map
-/// path and small set the recent applies touched (~60 MB after ten 1,000-item deltas at
-/// 1M items; session 38).
-const SPARE_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+/// path and small set the recent applies touched (~35 MB of resident memory after ten
+/// 1,000-item deltas at 1M items). Only applies back to back gain from it: 1,000-item
+/// deltas 3 s apart took as long with it as without (session 55), so a pause of 2 s
+/// ends a burst.
+const SPARE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// An item change with its values extracted, ready for the index builder.
 pub(crate) enum Extracted {
@@ -438,7 +440,7 @@ impl Engine {
                 // then serves the next chunk's)
                 for job in rebuild {
                     match current.upgrade() {
-                        Some(now) => now.build_columns(&job),
+                        Some(now) => now.build_columns(job),
                         None => break,
                     }
                     built += 1;

@@ -590,21 +590,34 @@ impl Snapshot {
     /// Builds the columns `job` names, with the key and segment columns the chunk it
     /// copied had built, from that chunk's columns (for a request that would otherwise
     /// build them on its way: the engine does so in the background after an apply).
-    pub fn build_columns(&self, job: &ColumnsToBuild) {
-        let (Some(chunk), Some(old)) = (self.chunks.get(job.chunk), job.old.cols.get()) else {
+    /// When the job holds the copied chunk alone (the snapshot it was in is let go of),
+    /// its columns are changed in place rather than copied.
+    pub fn build_columns(&self, job: ColumnsToBuild) {
+        let ColumnsToBuild { chunk: c, old } = job;
+        let Some(chunk) = self.chunks.get(c) else {
             return;
         };
-        if chunk.cols.get().is_some() {
-            return; // (a request built them meanwhile)
+        if chunk.cols.get().is_some() || old.cols.get().is_none() {
+            return; // (a request built them meanwhile, or there are none to patch)
         }
-        let changed = chunk.docs.changed_since(&job.old.docs);
-        let _ = chunk.cols.set(old.patched(
-            &self.dims,
-            &job.old.docs,
-            &chunk.docs,
-            &changed,
-            &self.keys,
-        ));
+        let changed = chunk.docs.changed_since(&old.docs);
+        let cols = match Arc::try_unwrap(old) {
+            Ok(Chunk {
+                docs: was,
+                mut cols,
+                ..
+            }) => match cols.take() {
+                Some(cols) => cols.patch(&self.dims, &was, &chunk.docs, &changed, &self.keys),
+                None => return,
+            },
+            Err(old) => match old.cols.get() {
+                Some(cols) => {
+                    cols.patched(&self.dims, &old.docs, &chunk.docs, &changed, &self.keys)
+                }
+                None => return,
+            },
+        };
+        let _ = chunk.cols.set(cols);
     }
 
     /// Every live document, in doc-number order.
