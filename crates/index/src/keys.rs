@@ -12,7 +12,7 @@ use std::sync::Arc;
 use discern_dimensions::{DimensionKind, Dimensions, IndexedValue, StrList};
 
 use crate::numbering::Numbering;
-use crate::postings::{DimPostings, Posting, PostingRef};
+use crate::postings::{DimPostings, PostingRef};
 use crate::slots::Slots;
 
 /// Per dimension, the numbers of its keys (keyword and groupBy dimensions only).
@@ -125,14 +125,12 @@ pub(crate) fn numbered_postings<'p>(
     p: &'p DimPostings,
     numbers: &Numbering,
 ) -> Option<Vec<(u32, PostingRef<'p>)>> {
-    let keys: Vec<&str> = (p.map.keys())
+    let (keys, postings): (Vec<Cow<'p, [u8]>>, Vec<PostingRef<'p>>) = p.entries().unzip();
+    let keys: Vec<&str> = (keys.iter())
         .map(|k| std::str::from_utf8(k).ok())
         .collect::<Option<_>>()?;
     let numbered = numbers.number(keys.iter().copied());
-    let mut entries: Vec<(u32, PostingRef<'p>)> = numbered
-        .into_iter()
-        .zip(p.map.values().map(Posting::get))
-        .collect();
+    let mut entries: Vec<(u32, PostingRef<'p>)> = numbered.into_iter().zip(postings).collect();
     entries.sort_unstable_by_key(|(n, _)| *n);
     Some(entries)
 }

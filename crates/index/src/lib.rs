@@ -492,7 +492,7 @@ impl Snapshot {
         let (Some(numbers), Some(p)) = (self.key_numbers(di), self.postings(di)) else {
             return;
         };
-        if p.map.len() > keys::BLOCK {
+        if p.len() > keys::BLOCK {
             return;
         }
         let lacking = |c: usize| {

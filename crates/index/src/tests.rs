@@ -336,11 +336,11 @@ fn postings_of(s: &Snapshot) -> Vec<Option<PlainPostings>> {
         .iter()
         .map(|p| {
             p.as_ref().map(|p| {
-                let keys = p
-                    .map
-                    .iter()
-                    .map(|(k, b)| (k.to_vec(), b.get().bitmap().into_owned()))
+                let keys: Vec<_> = p
+                    .entries()
+                    .map(|(k, b)| (k.into_owned(), b.bitmap().into_owned()))
                     .collect();
+                assert_eq!(p.len(), keys.len(), "the keys counted");
                 (keys, (*p.has).clone(), p.field_stats.clone())
             })
         })

@@ -3,6 +3,7 @@
 //! documents' columns (keyword and groupBy: their key columns; numeric: their range
 //! segments), whichever costs less for the set at hand (`way`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use discern_dimensions::{Dimension, DimensionKind, Element, IndexedValue};
@@ -117,7 +118,7 @@ fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
         (_, None) => Way::Documents,
         (kind, _) if every && kind.elements().is_some() => Way::Sizes,
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
-            if every && p.map.len() * DOCS_PER_SIZED_KEY <= counted.len() =>
+            if every && p.len() * DOCS_PER_SIZED_KEY <= counted.len() =>
         {
             Way::Sizes
         }
@@ -125,7 +126,7 @@ fn way(snap: &Snapshot, dim: &Dimension, di: usize, counted: &Counted) -> Way {
         (DimensionKind::Tree(set), _) if counted.len() >= set.elements.len() => Way::Documents,
         (kind, _) if kind.elements().is_some() => Way::Postings,
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p))
-            if !sparse && p.map.len() * DOCS_PER_KEY <= counted.len() =>
+            if !sparse && p.len() * DOCS_PER_KEY <= counted.len() =>
         {
             Way::Postings
         }
@@ -190,6 +191,7 @@ fn counts_by(
             let sized = |e: &Element| !tree || shown.deepest.is_none_or(|d| e.depth <= d);
             let (mut own, mut subtree) = (vec![0; elements.len()], vec![0; elements.len()]);
             for (k, b) in p.map.iter() {
+                // (an element dimension's postings are never frozen: `freezable`)
                 let Some((e, of_subtree)) = element_of_key(k) else {
                     continue;
                 };
@@ -211,8 +213,12 @@ fn counts_by(
         }
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p)) if way == Way::Sizes => {
             debug_assert_eq!(counted.set, *snap.live_docs(), "sizes count every document");
-            let found = p.map.iter().map(|(k, b)| (&**k, b.get().len() as u32));
-            put_keys(found.collect(), keep, &mut counts);
+            let found: Vec<_> = p.entries().map(|(k, b)| (k, b.len() as u32)).collect();
+            put_keys(
+                found.iter().map(|(k, n)| (&**k, *n)).collect(),
+                keep,
+                &mut counts,
+            );
         }
         (DimensionKind::Tree(set), Some(_)) if !by_postings => {
             tree_counts_by_path(snap, set, di, counted, &mut counts)
@@ -256,13 +262,12 @@ fn counts_by(
         }
         (DimensionKind::Keyword | DimensionKind::GroupBy, Some(p)) if by_postings => {
             // (thousands of keys, a city's: intersected on both cores)
-            let keys: Vec<(&[u8], PostingRef)> =
-                p.map.iter().map(|(k, b)| (&**k, b.get())).collect();
+            let keys: Vec<(Cow<[u8]>, PostingRef)> = p.entries().collect();
             let found: Vec<(&[u8], u32)> = keys
                 .par_iter()
                 .filter_map(|(k, b)| {
                     let n = b.intersection_len(&counted.set) as u32;
-                    (n > 0).then_some((*k, n))
+                    (n > 0).then_some((&**k, n))
                 })
                 .collect();
             put_keys(found, keep, &mut counts);

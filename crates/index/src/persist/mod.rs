@@ -245,7 +245,8 @@ pub fn load_if<R: Read + Send>(
                 || {
                     postings_blocks
                         .into_par_iter()
-                        .map(|b| decode_postings(&b))
+                        .zip(dims.dims.par_iter())
+                        .map(|(b, d)| decode_postings(&b, crate::postings::freezable(d)))
                         .collect::<Result<Vec<_>, _>>()
                 },
                 || {
@@ -750,7 +751,7 @@ mod tests {
         ));
         // a key listed with no documents (an apply removes such a key): the first
         // dimension's postings (block 3) with its first key's set emptied
-        let keyword = decode_postings(&blocks[3]).unwrap().unwrap();
+        let keyword = decode_postings(&blocks[3], false).unwrap().unwrap();
         assert!(!keyword.map.is_empty());
         let emptied = keyword.map.iter().enumerate().map(|(i, (k, b))| {
             let set = if i == 0 {

@@ -198,8 +198,8 @@ pub(super) fn write_postings<W: Write + Seek>(
     match p {
         None => out.e.u8(0),
         Some(p) => {
-            let sets = p.map.iter().map(|(k, b)| (&k[..], b.get().bitmap()));
-            encode_postings_of(p, p.map.len(), sets, &mut out)?;
+            let sets = p.entries().map(|(k, b)| (k, b.bitmap()));
+            encode_postings_of(p, p.len(), sets, &mut out)?;
         }
     }
     out.end()
@@ -210,7 +210,7 @@ pub(super) fn write_postings<W: Write + Seek>(
 pub(super) fn encode_postings_of<'a, W: Write + Seek>(
     p: &DimPostings,
     n: usize,
-    sets: impl Iterator<Item = (&'a [u8], std::borrow::Cow<'a, RoaringBitmap>)>,
+    sets: impl Iterator<Item = (impl AsRef<[u8]>, std::borrow::Cow<'a, RoaringBitmap>)>,
     out: &mut StreamedBlock<'_, W>,
 ) -> io::Result<()> {
     let e = &mut out.e;
@@ -223,14 +223,19 @@ pub(super) fn encode_postings_of<'a, W: Write + Seek>(
     }
     e.u32(n as u32);
     for (k, b) in sets {
-        out.e.bytes(k);
+        out.e.bytes(k.as_ref());
         encode_bitmap(&mut out.e, &b);
         out.spill()?;
     }
     Ok(())
 }
 
-pub(super) fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corrupt> {
+/// A dimension's postings block (`write_postings`); `freezable`: `postings::freezable`
+/// of its dimension.
+pub(super) fn decode_postings(
+    b: &[u8],
+    freezable: bool,
+) -> Result<Option<Arc<DimPostings>>, Corrupt> {
     let mut d = Dec(b);
     if d.u8()? == 0 {
         d.done()?;
@@ -253,10 +258,9 @@ pub(super) fn decode_postings(b: &[u8]) -> Result<Option<Arc<DimPostings>>, Corr
     }
     d.done()?;
     Ok(Some(Arc::new(DimPostings {
-        map: crate::postings::packed(entries),
         has,
         field_stats,
-        shorter: Default::default(),
+        ..DimPostings::of_entries(entries, freezable)
     })))
 }
 

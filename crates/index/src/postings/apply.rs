@@ -136,6 +136,8 @@ pub(crate) struct PostingsDelta {
     trees: Vec<Option<Arc<ElementSet>>>,
     /// Per text dimension, its vocabulary (the documents' token numbers' tokens).
     vocab: Vocabularies,
+    /// Per dimension, whether its postings are frozen once large (`super::freezable`).
+    freezable: Vec<bool>,
 }
 
 impl PostingsDelta {
@@ -151,6 +153,7 @@ impl PostingsDelta {
             codes: Default::default(),
             trees: dims.dims.iter().map(|d| tree_of(d).cloned()).collect(),
             vocab,
+            freezable: dims.dims.iter().map(super::freezable).collect(),
         }
     }
 
@@ -214,7 +217,11 @@ impl PostingsDelta {
     /// parallel): a form that can be applied to more than one copy of the postings.
     pub(crate) fn resolve(self) -> Resolved {
         let PostingsDelta {
-            dims, live, vocab, ..
+            dims,
+            live,
+            vocab,
+            freezable,
+            ..
         } = self;
         let dims = dims
             .into_par_iter()
@@ -259,6 +266,7 @@ impl PostingsDelta {
                     keys,
                     has: d.has.resolve(),
                     field_stats: d.field_stats,
+                    freezable: freezable.get(di).copied().unwrap_or(false),
                 })
             })
             .collect();
@@ -280,6 +288,7 @@ struct ResolvedDim {
     keys: Vec<(Key, RoaringBitmap, RoaringBitmap)>,
     has: (RoaringBitmap, RoaringBitmap),
     field_stats: Vec<(i64, i64)>,
+    freezable: bool,
 }
 
 pub(super) fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove: &RoaringBitmap) {
@@ -359,6 +368,13 @@ impl Resolved {
                     s.0 = (s.0 as i64 + d.0).max(0) as u64;
                     s.1 = (s.1 as i64 + d.1).max(0) as u64;
                 }
+                if let Some(f) = &mut p.frozen {
+                    for (k, add, remove) in &delta.keys {
+                        f.change(k, add, remove);
+                    }
+                    f.fold_if_large();
+                    return;
+                }
                 // the sets are taken out of the map and changed on every core: one
                 // dimension (a text's words) can hold most of an apply's changes
                 let mut taken: Vec<(usize, Option<Posting>)> = Vec::new();
@@ -391,6 +407,7 @@ impl Resolved {
                         }
                     }
                 }
+                p.freeze_if_large(delta.freezable);
             });
     }
 }

@@ -14,6 +14,7 @@
 //! `CELL_DEG` degrees; numeric values' buckets (`numeric_key`), so that a range criterion
 //! narrows to the buckets it overlaps.
 
+use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
@@ -27,9 +28,11 @@ use roaring::RoaringBitmap;
 
 mod apply;
 mod codes;
+mod frozen;
 mod posting;
 pub use apply::SpareSlot;
 pub(crate) use apply::{commit, PostingsDelta};
+use frozen::{Frozen, FROZEN_MIN_KEYS};
 pub(crate) use posting::{union, Posting, PostingRef};
 
 pub(crate) type Key = Box<[u8]>;
@@ -39,7 +42,13 @@ pub(crate) const CELL_DEG: f64 = 0.1;
 
 #[derive(Clone, Default)]
 pub struct DimPostings {
+    /// Every key's documents — but a frozen dimension's (`frozen`), whose map is empty.
+    /// Read through `get`, `len` and `entries`; the prefix and range reads below are
+    /// for the dimensions that are never frozen (text, numeric, geoloc, elements).
     pub(crate) map: OrdMap<Key, Posting>,
+    /// A keyword or groupBy dimension of many keys: its postings in an FST and an
+    /// overlay (`frozen.rs`).
+    pub(crate) frozen: Option<Frozen>,
     /// Documents with a value in this dimension.
     pub(crate) has: Arc<RoaringBitmap>,
     /// Text: per field, (tokens in all documents, documents with a non-empty field).
@@ -85,7 +94,56 @@ impl Clone for ShorterCache {
 
 impl DimPostings {
     pub(crate) fn get(&self, key: &[u8]) -> Option<PostingRef<'_>> {
-        self.map.get(key).map(Posting::get)
+        match &self.frozen {
+            Some(f) => f.get(key),
+            None => self.map.get(key).map(Posting::get),
+        }
+    }
+
+    /// How many keys have documents.
+    pub(crate) fn len(&self) -> usize {
+        match &self.frozen {
+            Some(f) => f.len(),
+            None => self.map.len(),
+        }
+    }
+
+    /// Every key and its documents, in key order.
+    pub(crate) fn entries(
+        &self,
+    ) -> Box<dyn Iterator<Item = (Cow<'_, [u8]>, PostingRef<'_>)> + Send + '_> {
+        match &self.frozen {
+            Some(f) => Box::new(f.entries()),
+            None => Box::new(
+                self.map
+                    .iter()
+                    .map(|(k, p)| (Cow::Borrowed(&k[..]), p.get())),
+            ),
+        }
+    }
+
+    /// The postings of `entries` (sorted by key, keys distinct): frozen (`frozen.rs`)
+    /// when `freezable` (a keyword or groupBy dimension) and they are many.
+    pub(crate) fn of_entries(entries: Vec<(Key, Posting)>, freezable: bool) -> DimPostings {
+        if freezable && entries.len() >= FROZEN_MIN_KEYS {
+            DimPostings {
+                frozen: Some(Frozen::of(entries.into_iter())),
+                ..DimPostings::default()
+            }
+        } else {
+            DimPostings {
+                map: packed(entries),
+                ..DimPostings::default()
+            }
+        }
+    }
+
+    /// Freezes the map once it holds many keys (`of_entries`).
+    pub(super) fn freeze_if_large(&mut self, freezable: bool) {
+        if freezable && self.frozen.is_none() && self.map.len() >= FROZEN_MIN_KEYS {
+            let map = std::mem::take(&mut self.map);
+            self.frozen = Some(Frozen::of(map.into_iter()));
+        }
     }
 
     /// The union of the postings of `keys`.
@@ -93,7 +151,8 @@ impl DimPostings {
         union(keys.into_iter().filter_map(|k| self.get(k)))
     }
 
-    /// The postings of every key starting with `prefix`, in key order.
+    /// The postings of every key starting with `prefix`, in key order (not for a
+    /// frozen dimension).
     pub(crate) fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = PostingRef<'_>> + '_ {
         self.prefix_entries(prefix).map(|(_, b)| b)
     }
@@ -134,17 +193,19 @@ impl DimPostings {
     /// bytes), and a shared set's count, container list and containers besides.
     pub(crate) fn bytes(&self) -> usize {
         const ENTRY: usize = 24;
-        self.map
-            .iter()
-            .map(|(k, b)| {
-                k.len()
-                    + ENTRY
-                    + match b.set_bytes() {
-                        0 => 0,
-                        n => 40 + n,
-                    }
-            })
-            .sum::<usize>()
+        self.frozen.as_ref().map_or(0, Frozen::bytes)
+            + self
+                .map
+                .iter()
+                .map(|(k, b)| {
+                    k.len()
+                        + ENTRY
+                        + match b.set_bytes() {
+                            0 => 0,
+                            n => 40 + n,
+                        }
+                })
+                .sum::<usize>()
             + self.has.serialized_size()
             + self.shorter.bytes()
     }
@@ -248,6 +309,12 @@ pub(crate) fn element_of_key(key: &[u8]) -> Option<(u32, bool)> {
         [SUBTREE, a, b, c, d] => Some((u32::from_be_bytes([a, b, c, d]), true)),
         _ => None,
     }
+}
+
+/// Whether dimension `d`'s postings are frozen once they hold many keys (`frozen.rs`):
+/// a keyword or groupBy dimension's (its keys are read whole, never by prefix or range).
+pub(crate) fn freezable(d: &discern_dimensions::Dimension) -> bool {
+    matches!(d.kind, DimensionKind::Keyword | DimensionKind::GroupBy)
 }
 
 /// The tree of dimension `d`, whose elements' subtrees are keyed too (`subtree_key`).
@@ -525,16 +592,14 @@ pub(crate) fn build(
             let mut entries: Vec<(Box<[u8]>, Vec<u32>)> =
                 map.into_iter().map(|(k, (list, _))| (k, list)).collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let entries = entries
+                .into_iter()
+                .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
+                .collect();
             Some(Arc::new(DimPostings {
-                map: packed(
-                    entries
-                        .into_iter()
-                        .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
-                        .collect(),
-                ),
                 has: Arc::new(bitmap_of_sorted(&has)),
                 field_stats: stats,
-                shorter: ShorterCache::default(),
+                ..DimPostings::of_entries(entries, freezable(d))
             }))
         })
         .collect();
@@ -685,9 +750,11 @@ mod tests {
             prop_assert_eq!(&built_live, &*live);
             prop_assert_eq!(&*b.has, &*p.has);
             let keys_of = |m: &DimPostings| -> Vec<(Vec<u8>, RoaringBitmap)> {
-                m.map.iter().map(|(k, v)| (k.to_vec(), v.get().bitmap().into_owned())).collect()
+                m.entries().map(|(k, v)| (k.into_owned(), v.bitmap().into_owned())).collect()
             };
             prop_assert_eq!(keys_of(b), keys_of(p));
+            prop_assert_eq!(b.len(), keys_of(b).len());
+            prop_assert_eq!(p.len(), keys_of(p).len());
             let (bn, pn) = (built[1].as_ref().unwrap(), post[1].as_ref().unwrap());
             prop_assert_eq!(keys_of(bn), keys_of(pn));
             for i in 0..5i64 {
