@@ -14,6 +14,7 @@ use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 use crate::geo::GeoPoint;
 use crate::keys::KeyCol;
 use crate::numbering::Numbering;
+use crate::numvalues::NumValues;
 use crate::ranges::RangeTable;
 use crate::slots::Slots;
 
@@ -21,7 +22,7 @@ use crate::slots::Slots;
 pub(crate) enum Col {
     /// NaN: no value.
     Num {
-        v: Box<[f64]>,
+        v: NumValues,
         multi: Box<[u64]>,
         /// Smallest and largest value of any document (NaN when none).
         lo: f64,
@@ -149,7 +150,7 @@ impl SegmentCol {
             if let Some(h) = self.histogram.get_mut(self.segment.get(i) as usize) {
                 *h -= 1;
             }
-            let segment = match table.segment(v[i]) {
+            let segment = match table.segment(v.get(i)) {
                 Some(s) if !bit(multi, i) => {
                     self.histogram[s] += 1;
                     s as u16
@@ -232,7 +233,7 @@ pub(crate) fn for_each_number(value: Option<&IndexedValue>, mut f: impl FnMut(f6
 impl Col {
     fn bytes(&self) -> usize {
         match self {
-            Col::Num { v, multi, .. } => 8 * v.len() + 8 * multi.len(),
+            Col::Num { v, multi, .. } => v.bytes() + 8 * multi.len(),
             Col::Geo { lat, pts, multi } => {
                 8 * lat.len() + std::mem::size_of::<GeoPoint>() * pts.len() + 8 * multi.len()
             }
@@ -262,7 +263,7 @@ impl Col {
         let words = n.div_ceil(64);
         match kind {
             DimensionKind::Numeric(_) => Col::Num {
-                v: vec![f64::NAN; n].into(),
+                v: NumValues::empty(n),
                 multi: vec![0; words].into(),
                 lo: f64::NAN,
                 hi: f64::NAN,
@@ -314,7 +315,7 @@ impl Col {
                 // the bounds found anew only when a replaced value may have been one
                 let (mut anew, was_lo, was_hi) = (false, *lo, *hi);
                 for &i in changed {
-                    anew |= bit(multi, i) || v[i] == was_lo || v[i] == was_hi;
+                    anew |= bit(multi, i) || v.get(i) == was_lo || v.get(i) == was_hi;
                     let row = docs.value(i, di);
                     let (mut seen, mut first) = (0, f64::NAN);
                     for_each_number(row.as_deref(), |x| {
@@ -326,12 +327,12 @@ impl Col {
                     });
                     // anything but exactly one number is read from the row
                     let from_row = row.is_some() && (seen != 1 || first.is_nan());
-                    v[i] = if from_row { f64::NAN } else { first };
+                    v.set(i, if from_row { f64::NAN } else { first });
                     mark(multi, i, from_row);
                 }
                 if anew {
                     (*lo, *hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                    for (i, &x) in v.iter().enumerate() {
+                    for (i, x) in v.iter().enumerate() {
                         if bit(multi, i) {
                             for_each_number(docs.value(i, di).as_deref(), |x| widen(lo, hi, x));
                         } else {
@@ -342,6 +343,7 @@ impl Col {
                 if lo > hi {
                     (*lo, *hi) = (f64::NAN, f64::NAN);
                 }
+                v.settle();
             }
             Col::Geo { lat, pts, multi } => {
                 for &i in changed {
@@ -605,7 +607,7 @@ impl ChunkCols {
                 if bit(multi, i) {
                     return None;
                 }
-                let x = v[i];
+                let x = v.get(i);
                 Some(ColValue::Num((!x.is_nan()).then_some(x)))
             }
             Col::Geo { lat, pts, multi } => {
@@ -684,7 +686,7 @@ mod tests {
             let mut multi = vec![0u64; n.div_ceil(64)];
             multi[0] |= 1 << 9;
             let col = Col::Num {
-                v: v.clone().into(),
+                v: NumValues::of(&v),
                 multi: multi.into(),
                 lo: -0.5,
                 hi: ranges as f64 + 0.5,

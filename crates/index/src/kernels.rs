@@ -434,7 +434,7 @@ impl Leaf {
                         row(out, j, i);
                         continue;
                     }
-                    let x = v[i];
+                    let x = v.get(i);
                     out.set(
                         j,
                         if x.is_nan() {

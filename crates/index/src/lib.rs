@@ -19,6 +19,7 @@ mod intern;
 mod kernels;
 mod keys;
 mod numbering;
+mod numvalues;
 pub mod persist;
 pub mod postings;
 mod query;

@@ -138,7 +138,11 @@ fn column_record(pick: &[u8]) -> Record {
     let nums = (0..[0, 1, 1, 1, 1, 1, 2][p(17)])
         .map(|j| format!("{}", (p(18 + j) * 7 + p(1 + j)) as i64 - 20));
     put("n", &nums.collect::<Vec<_>>());
-    let ds = (0..[0, 1, 1, 1, 1, 1, 2][p(20)]).map(|j| format!("{}.5", p(21 + j) * 7 + p(5 + j)));
+    // (halves are held as f32s; a tenth is not, and widens its chunk's column)
+    let ds = (0..[0, 1, 1, 1, 1, 1, 2][p(20)]).map(|j| {
+        let tenth = if p(15 + j) == 6 { 1 } else { 5 };
+        format!("{}.{tenth}", p(21 + j) * 7 + p(5 + j))
+    });
     put("d", &ds.collect::<Vec<_>>());
     Record(r)
 }

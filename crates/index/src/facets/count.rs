@@ -483,8 +483,8 @@ fn numeric_counts(
                             s => {
                                 seg[s as usize] += 1;
                                 if bounds {
-                                    *lo = lo.min(v[i]);
-                                    *hi = hi.max(v[i]);
+                                    *lo = lo.min(v.get(i));
+                                    *hi = hi.max(v.get(i));
                                 }
                             }
                         }
