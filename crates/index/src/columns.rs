@@ -13,8 +13,8 @@ use discern_dimensions::{DimensionKind, Dimensions, IndexedValue};
 
 use crate::geo::GeoPoint;
 use crate::keys::KeyCol;
+use crate::narrow::{ElemIds, NumValues};
 use crate::numbering::Numbering;
-use crate::numvalues::NumValues;
 use crate::ranges::RangeTable;
 use crate::slots::Slots;
 
@@ -40,10 +40,10 @@ pub(crate) enum Col {
     /// of a document whose elements lie on one path from the root (`NOT_A_PATH`
     /// otherwise): its own and its ancestors are then the nodes the document counts in.
     Elem {
-        e: Box<[u32]>,
+        e: ElemIds,
         multi: Box<[u64]>,
         many: Vec<u32>,
-        deepest: Box<[u32]>,
+        deepest: ElemIds,
     },
     /// Keyword and groupBy dimensions: which documents have a value (the rules for these
     /// read the value itself from postings bitmaps, not from the row).
@@ -242,7 +242,7 @@ impl Col {
                 multi,
                 many,
                 deepest,
-            } => 4 * e.len() + 8 * multi.len() + 4 * many.capacity() + 4 * deepest.len(),
+            } => e.bytes() + 8 * multi.len() + 4 * many.capacity() + deepest.bytes(),
             Col::Present { bits } => 8 * bits.len(),
             Col::Text { bits, lens, .. } => 8 * bits.len() + 2 * lens.len(),
         }
@@ -276,10 +276,10 @@ impl Col {
             DimensionKind::Tree(_) | DimensionKind::Ordered(_) | DimensionKind::Mutex(_) => {
                 let tree = matches!(kind, DimensionKind::Tree(_));
                 Col::Elem {
-                    e: vec![NO_ELEMENT; n].into(),
+                    e: ElemIds::filled(n, NO_ELEMENT),
                     multi: vec![0; words].into(),
                     many: Vec::new(),
-                    deepest: vec![NO_ELEMENT; if tree { n } else { 0 }].into(),
+                    deepest: ElemIds::filled(if tree { n } else { 0 }, NO_ELEMENT),
                 }
             }
             DimensionKind::Keyword | DimensionKind::GroupBy => Col::Present {
@@ -375,37 +375,39 @@ impl Col {
                 let mut next = changed.iter().copied().peekable();
                 for i in 0..e.len() {
                     if next.next_if_eq(&i).is_none() {
-                        if bit(multi, i) && e[i] != NO_ELEMENT {
-                            let at = e[i] as usize;
+                        if bit(multi, i) && e.get(i) != NO_ELEMENT {
+                            let at = e.get(i) as usize;
                             let len = old[at] as usize;
-                            e[i] = many.len() as u32;
+                            e.set(i, many.len() as u32);
                             many.extend_from_slice(&old[at..at + 1 + len]);
                         }
                         continue;
                     }
-                    e[i] = NO_ELEMENT;
+                    e.set(i, NO_ELEMENT);
                     mark(multi, i, false);
                     if tree.is_some() {
-                        deepest[i] = NO_ELEMENT;
+                        deepest.set(i, NO_ELEMENT);
                     }
                     match docs.value(i, di).as_deref() {
-                        Some(IndexedValue::Elements(es)) if es.len() == 1 => e[i] = es[0],
+                        Some(IndexedValue::Elements(es)) if es.len() == 1 => e.set(i, es[0]),
                         Some(IndexedValue::Elements(es)) => {
                             mark(multi, i, true);
-                            e[i] = many.len() as u32;
+                            e.set(i, many.len() as u32);
                             many.push(es.len() as u32);
                             many.extend_from_slice(es);
                             if let Some(set) = tree {
-                                deepest[i] = path_end(set, es);
+                                deepest.set(i, path_end(set, es));
                             }
                         }
                         Some(_) => mark(multi, i, true),
                         None => {}
                     }
-                    if tree.is_some() && e[i] != NO_ELEMENT && !bit(multi, i) {
-                        deepest[i] = e[i];
+                    if tree.is_some() && e.get(i) != NO_ELEMENT && !bit(multi, i) {
+                        deepest.set(i, e.get(i));
                     }
                 }
+                e.settle();
+                deepest.settle();
             }
             Col::Present { bits } => {
                 for &i in changed {
@@ -511,6 +513,9 @@ impl ChunkCols {
         let mut moved: Vec<usize> = Vec::with_capacity(changed.len());
         for (di, (col, dim)) in self.dims.iter_mut().zip(&dims.dims).enumerate() {
             let Some(col) = col else {
+                // (no column: nothing its key or segment column could be patched from)
+                self.keys[di] = OnceLock::new();
+                self.segments[di] = OnceLock::new();
                 continue;
             };
             moved.clear();
@@ -584,7 +589,7 @@ impl ChunkCols {
     pub(crate) fn elements(col: &Col, i: usize) -> Option<&[u32]> {
         match col {
             Col::Elem { e, multi, many, .. } if bit(multi, i) => {
-                let at = e[i] as usize;
+                let at = e.get(i) as usize;
                 let len = *many.get(at)? as usize;
                 many.get(at + 1..at + 1 + len)
             }
@@ -621,7 +626,7 @@ impl ChunkCols {
                 if bit(multi, i) {
                     return None;
                 }
-                let x = e[i];
+                let x = e.get(i);
                 Some(ColValue::Elem((x != NO_ELEMENT).then_some(x)))
             }
             Col::Present { bits } | Col::Text { bits, .. } => Some(ColValue::Present(bit(bits, i))),
@@ -646,7 +651,7 @@ impl ChunkCols {
     #[inline]
     pub(crate) fn deepest(&self, dim: usize, i: usize) -> u32 {
         match self.col(dim) {
-            Some(Col::Elem { deepest, .. }) if !deepest.is_empty() => deepest[i],
+            Some(Col::Elem { deepest, .. }) if !deepest.is_empty() => deepest.get(i),
             _ => NOT_A_PATH,
         }
     }

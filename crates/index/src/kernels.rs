@@ -478,7 +478,7 @@ impl Leaf {
                         }
                         continue;
                     }
-                    let b = e[i];
+                    let b = e.get(i);
                     out.set(
                         j,
                         if b == NO_ELEMENT {

@@ -147,6 +147,47 @@ fn column_record(pick: &[u8]) -> Record {
     Record(r)
 }
 
+/// A tree column whose side list (documents with several elements) passes what a byte
+/// numbers is held in two bytes a document, and in one again once a patch leaves each
+/// document one element: as the column built whole is.
+#[test]
+fn element_columns_widen_and_narrow_again() {
+    use crate::columns::Col;
+    use crate::narrow::ElemIds;
+    let dims = Arc::new(Dimensions::parse(COLUMN_DIMS).unwrap());
+    let t = dims.dims.iter().position(|d| d.id == "t").unwrap();
+    let with = |i: usize, values: u8| {
+        let mut pick = vec![0u8; 23];
+        (pick[4], pick[5]) = (values, (i % 5) as u8);
+        column_record(&pick)
+    };
+    let mut w = IndexWriter::new();
+    let s1 = numbered_snapshot(&mut w, &dims, (0..200).map(|i| with(i, 2)));
+    let e_of = |c: Option<&Col>| match c {
+        Some(Col::Elem { e, deepest, .. }) => (e.clone(), deepest.clone()),
+        other => panic!("not an element column: {other:?}"),
+    };
+    let (e, deepest) = e_of(s1.chunks[0].cols(&dims).col(t));
+    assert!(matches!(e, ElemIds::Mid(_)), "{e:?}");
+    assert!(matches!(deepest, ElemIds::Narrow(_)), "{deepest:?}");
+    let mut b = w.begin(&s1);
+    for i in 0..200 {
+        b.upsert(&id(i), &with(i, 1));
+    }
+    let s2 = b.commit();
+    let jobs = s2.columns_to_rebuild(&s1);
+    drop(s1);
+    jobs.into_iter().for_each(|job| s2.build_columns(job));
+    let patched = s2.chunks[0].cols.get().expect("patched");
+    let whole = ChunkCols::build(&dims, &s2.chunks[0].docs);
+    let (e, _) = e_of(patched.col(t));
+    assert!(matches!(e, ElemIds::Narrow(_)), "{e:?}");
+    assert_eq!(
+        format!("{:?}", patched.col(t)),
+        format!("{:?}", whole.col(t))
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
