@@ -247,9 +247,10 @@ pub(super) fn decode_postings(
         .map(|_| Ok((d.u64()?, d.u64()?)))
         .collect::<Result<_, Corrupt>>()?;
     let n = d.count(16)?;
-    let mut entries: Vec<(Box<[u8]>, Posting)> = Vec::with_capacity(n);
+    // (keys lent from the block: a frozen dimension's are never boxed)
+    let mut entries: Vec<(&[u8], Posting)> = Vec::with_capacity(n);
     for _ in 0..n {
-        let k: Box<[u8]> = d.bytes()?.into();
+        let k = d.bytes()?;
         if entries.last().is_some_and(|(prev, _)| *prev >= k) {
             return Err(Corrupt("postings keys out of order"));
         }

@@ -124,13 +124,17 @@ impl DimPostings {
 
     /// The postings of `entries` (sorted by key, keys distinct): frozen (`frozen.rs`)
     /// when `freezable` (a keyword or groupBy dimension) and they are many.
-    pub(crate) fn of_entries(entries: Vec<(Key, Posting)>, freezable: bool) -> DimPostings {
+    pub(crate) fn of_entries<K: AsRef<[u8]> + Into<Key>>(
+        entries: Vec<(K, Posting)>,
+        freezable: bool,
+    ) -> DimPostings {
         if freezable && entries.len() >= FROZEN_MIN_KEYS {
             DimPostings {
                 frozen: Some(Frozen::of(entries.into_iter())),
                 ..DimPostings::default()
             }
         } else {
+            let entries = entries.into_iter().map(|(k, p)| (k.into(), p)).collect();
             DimPostings {
                 map: packed(entries),
                 ..DimPostings::default()
