@@ -453,6 +453,9 @@ impl Engine {
                 );
                 let catching = spare.clone();
                 process::in_background(move || catching.catch_up());
+                if let Some(e) = engine.upgrade() {
+                    e.fold_postings_if_due(generation);
+                }
                 // the chunks no request scanned since a restart or a bulk load,
                 // once applies pause (applies back to back would share the
                 // cores with it: the first ten deltas after a bulk load took
@@ -488,6 +491,31 @@ impl Engine {
                     process::release_free_memory();
                 }
             });
+    }
+
+    /// Merges a frozen dimension's postings overlay into a new FST when it is due
+    /// (`Snapshot::fold_postings`), off the apply path — most of a second for an
+    /// address's million keys, which an apply would otherwise pay — and installs it
+    /// under the writer lock if no apply changed that dimension meanwhile. Only while
+    /// the snapshot is still the one of `generation` (a newer apply's reclaim does it).
+    fn fold_postings_if_due(&self, generation: u64) {
+        let base = self.snapshot();
+        if base.generation != generation || !base.postings_to_fold() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let folded = process::in_background(|| base.fold_postings());
+        let _guard = self.lock_writer_blocking();
+        let adopted = self.snapshot().adopt_folded(&folded);
+        let installed = adopted.is_some();
+        if let Some(s) = adopted {
+            self.snapshot.store(Arc::new(s));
+        }
+        tracing::debug!(
+            ms = started.elapsed().as_millis() as u64,
+            installed,
+            "postings folded"
+        );
     }
 
     /// Folds the did-you-mean dictionaries' overlays of more than `over` terms into their

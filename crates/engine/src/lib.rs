@@ -746,6 +746,45 @@ mod tests {
         });
     }
 
+    /// A keyword dimension of many keys keeps its postings frozen (an FST and an
+    /// overlay); the overlay an apply leaves due is folded off the apply path and
+    /// installed, keys and documents unchanged.
+    #[test]
+    fn a_frozen_postings_overlay_is_folded_in_the_background() {
+        let d = tempfile::tempdir().unwrap();
+        let e = populated(
+            d.path(),
+            b"<dimensions><dimension id='a' type='keyword'/></dimensions>",
+        );
+        let items = |from: usize, to: usize| -> String {
+            (from..to)
+                .map(|i| {
+                    set_item(
+                        &format!("i{i}"),
+                        "a",
+                        &format!("<string>{i} main st</string>"),
+                    )
+                })
+                .collect()
+        };
+        // (65,536 keys freeze a dimension; 9,000 new ones beside them are due a fold)
+        apply(&e, &format!("<changeset>{}</changeset>", items(0, 66_000)));
+        let generation = e.snapshot().generation;
+        apply(
+            &e,
+            &format!("<changeset>{}</changeset>", items(66_000, 75_000)),
+        );
+        wait_until("the postings overlay was not folded", || {
+            !e.snapshot().postings_to_fold()
+        });
+        let snap = e.snapshot();
+        assert_eq!(snap.generation, generation + 1, "no other apply");
+        for i in [0, 65_999, 66_000, 74_999] {
+            let found = snap.docs_with_key(0, &format!("{i} main st"));
+            assert_eq!(found, 1, "key {i}");
+        }
+    }
+
     /// The few did-you-mean terms a small apply leaves in a dictionary's overlay (which
     /// every request for suggestions reads term by term) are folded in once applies
     /// pause, far below the overlay size that asks for a merge at once.

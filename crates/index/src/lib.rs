@@ -124,6 +124,22 @@ pub struct ColumnsToBuild {
     old: Arc<Chunk>,
 }
 
+/// Folded postings (`Snapshot::fold_postings`): per dimension, the postings folded from
+/// and the fold.
+pub struct FoldedPostings(
+    Vec<(
+        usize,
+        Arc<postings::DimPostings>,
+        Arc<postings::DimPostings>,
+    )>,
+);
+
+impl FoldedPostings {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// An immutable view of the index. Cheap to clone (chunks are shared).
 #[derive(Clone)]
 pub struct Snapshot {
@@ -251,6 +267,49 @@ impl Snapshot {
         let mut s = self.clone();
         s.terms = Arc::new(terms);
         s
+    }
+
+    /// How many documents hold `key` in dimension `di`'s postings (a keyword's value).
+    pub fn docs_with_key(&self, di: usize, key: &str) -> u64 {
+        self.postings(di)
+            .and_then(|p| p.get(key.as_bytes()))
+            .map_or(0, |p| p.len())
+    }
+
+    /// Whether a frozen dimension's postings overlay is due to be merged into a new FST
+    /// (`postings::frozen`; `fold_postings`).
+    pub fn postings_to_fold(&self) -> bool {
+        self.postings.iter().flatten().any(|p| p.fold_due())
+    }
+
+    /// The postings whose frozen overlay is due, folded: made off the apply path (a fold
+    /// of an address's million keys takes most of a second), each with the postings it
+    /// was made from, for `adopt_folded`.
+    pub fn fold_postings(&self) -> FoldedPostings {
+        let folded = (self.postings.iter().enumerate())
+            .filter_map(|(di, p)| {
+                let p = p.as_ref()?;
+                Some((di, p.clone(), Arc::new(p.folded()?)))
+            })
+            .collect();
+        FoldedPostings(folded)
+    }
+
+    /// This snapshot with the folds of `folded` whose dimension no apply changed since
+    /// they were made (its postings are the ones they came from); `None` when there is
+    /// none.
+    pub fn adopt_folded(&self, folded: &FoldedPostings) -> Option<Snapshot> {
+        let mut postings: Option<postings::DimsPostings> = None;
+        for (di, from, to) in &folded.0 {
+            let current = self.postings.get(*di).and_then(|p| p.as_ref());
+            if current.is_some_and(|p| Arc::ptr_eq(p, from)) {
+                let p = postings.get_or_insert_with(|| (*self.postings).clone());
+                p[*di] = Some(to.clone());
+            }
+        }
+        let mut s = self.clone();
+        s.postings = Arc::new(postings?);
+        Some(s)
     }
 
     /// Number of items indexed.

@@ -70,6 +70,43 @@ fn copied_chunks_get_their_columns_back() {
     assert!(s2.clone().columns_to_rebuild(&s2).is_empty());
 }
 
+/// A frozen dimension's overlay, due and folded off a snapshot, is adopted by that
+/// snapshot — the same postings, the overlay merged — and not by one an apply changed
+/// since.
+#[test]
+fn folded_postings_are_adopted_only_where_unchanged() {
+    let mut w = IndexWriter::new();
+    let rec = |v: String| Record(vec![("k".into(), Value::Str(v))]);
+    let mut b = w.begin(&Snapshot::empty(dims()));
+    for i in 0..10 {
+        b.upsert(&format!("i{i}"), &rec(format!("v{i}")));
+    }
+    let s1 = b.commit();
+    assert!(!s1.postings_to_fold());
+    let mut b = w.begin(&s1);
+    for i in 10..13 {
+        b.upsert(&format!("i{i}"), &rec(format!("v{i}")));
+    }
+    let s2 = b.commit();
+    assert!(
+        s2.postings_to_fold(),
+        "three new keys beside ten: due, not overdue"
+    );
+    let folded = s2.fold_postings();
+    assert!(!folded.is_empty());
+    let s3 = s2.adopt_folded(&folded).expect("adopted");
+    assert!(!s3.postings_to_fold());
+    assert_eq!(postings_of(&s3), postings_of(&s2));
+    assert_eq!(
+        postings_of(&s3),
+        postings_of(&s2.clone().with_built_postings())
+    );
+    let mut b = w.begin(&s2);
+    b.upsert("i13", &rec("v13".into()));
+    let s4 = b.commit();
+    assert!(s4.adopt_folded(&folded).is_none());
+}
+
 const COLUMN_DIMS: &[u8] = b"<dimensions>
   <dimension id='k' type='keyword'/>
   <dimension id='a' type='groupBy'/>

@@ -372,7 +372,7 @@ impl Resolved {
                     for (k, add, remove) in &delta.keys {
                         f.change(k, add, remove);
                     }
-                    f.fold_if_large();
+                    f.fold_if_overdue();
                     return;
                 }
                 // the sets are taken out of the map and changed on every core: one

@@ -8,8 +8,9 @@
 //!
 //! An apply changes the overlay only (`Frozen::change`), which shadows the FST: a key in
 //! it has the posting it gives there (`None`: no documents any more). Once the overlay
-//! outgrows a share of the FST, both are merged into a new FST (`Frozen::change`'s
-//! caller, `fold_if_large`).
+//! outgrows a share of the FST, both are merged into a new FST (`folded`): in the
+//! background, off a snapshot (`Snapshot::fold_postings`), or by an apply when the
+//! overlay is overdue (`fold_if_overdue`).
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -25,13 +26,16 @@ use super::{Key, Posting, PostingRef};
 /// tests, so that the index tests' keyword dimensions take this path too.)
 pub(crate) const FROZEN_MIN_KEYS: usize = if cfg!(test) { 4 } else { 1 << 16 };
 
-/// The overlay is merged into a new FST once it holds more than this share of the FST's
-/// keys (and more than `FOLD_MIN`). Making the address's FST of 855,318 keys took
-/// ~0.9 s after a 1M bulk load (both cores busy), and a fold costs that order inside
-/// one apply: at most once in ~50 1,000-item deltas that each add and remove 2,000
-/// addresses, less often when deltas only update (an unchanged key is not in the
-/// overlay). A larger share would fold less often but hold more in the overlay.
+/// The overlay is due to be merged into a new FST once it holds more than this share of
+/// the FST's keys (and more than `FOLD_MIN`). Making the address's FST of 855,318 keys
+/// took ~0.9 s after a 1M bulk load (both cores busy), and a fold of 110,000 changes
+/// into 855,000 keys 855 ms: so the engine folds a snapshot's postings in the
+/// background and adopts them if no apply changed them meanwhile
+/// (`Snapshot::fold_postings`), and an apply folds only an overlay past twice the share
+/// (`OVERDUE_SHARE`: applies back to back, whose snapshots a background fold never
+/// catches up with).
 const FOLD_SHARE: usize = 8;
+const OVERDUE_SHARE: usize = 2;
 const FOLD_MIN: usize = if cfg!(test) { 2 } else { 4096 };
 
 /// An FST output: a lone document's number, or (low bit set) an index in `shared`.
@@ -142,21 +146,33 @@ impl Frozen {
         self.over.insert(key.clone(), after);
     }
 
-    /// The FST built anew with the overlay merged in, once the overlay is large.
-    pub(crate) fn fold_if_large(&mut self) {
+    /// Whether the overlay is due to be merged into a new FST (`folded`).
+    pub(crate) fn due(&self) -> bool {
+        self.overlay_past(FOLD_SHARE)
+    }
+
+    fn overlay_past(&self, share: usize) -> bool {
         let over = self.over.len();
-        if over <= FOLD_MIN || over * FOLD_SHARE <= self.base.fst.len() {
-            return;
-        }
-        let merged = Merged::new(self).map(|(k, out)| {
+        over > FOLD_MIN && over * share > self.base.fst.len()
+    }
+
+    /// The FST built anew with the overlay merged in.
+    pub(crate) fn folded(&self) -> Frozen {
+        Frozen::of(Merged::new(self).map(|(k, out)| {
             let p = match out {
                 Source::Base(o) => self.base.posting(o),
                 Source::Over(p) => p.clone(),
             };
             (k, p)
-        });
-        let folded = Frozen::of(merged);
-        *self = folded;
+        }))
+    }
+
+    /// Folds the overlay once it is past twice the share a background fold takes
+    /// (`OVERDUE_SHARE`): what an apply does, so that the overlay stays bounded.
+    pub(crate) fn fold_if_overdue(&mut self) {
+        if self.overlay_past(OVERDUE_SHARE) {
+            *self = self.folded();
+        }
     }
 
     /// Every key with documents and its documents, in key order.
@@ -284,7 +300,10 @@ mod tests {
                 let (a, r): (RoaringBitmap, RoaringBitmap) =
                     (add.iter().copied().collect(), remove.iter().copied().collect());
                 f.change(&key(k), &a, &r);
-                f.fold_if_large();
+                if f.due() {
+                    f = f.folded();
+                }
+                f.fold_if_overdue();
                 let docs = want.entry(key(k).to_vec()).or_default();
                 docs.extend(&add);
                 docs.retain(|d| !remove.contains(d));
@@ -304,7 +323,8 @@ mod tests {
         }
     }
 
-    /// A fold happens, and leaves the overlay empty.
+    /// An overlay past the share is due, a fold leaves it empty, and an apply folds
+    /// only an overdue one.
     #[test]
     fn a_large_overlay_is_folded_in() {
         let key = |k: u32| -> Key { format!("k{k:04}").into_bytes().into() };
@@ -314,10 +334,21 @@ mod tests {
             f.change(&key(i), &one(i), &RoaringBitmap::new());
         }
         assert_eq!(f.over.len(), 4);
-        f.fold_if_large();
-        assert!(f.over.is_empty());
+        assert!(f.due());
+        // (an apply leaves it for a background fold until it is overdue)
+        f.fold_if_overdue();
+        assert_eq!(f.over.len(), 4);
+        let mut f = f.folded();
+        assert!(f.over.is_empty() && !f.due());
         assert_eq!(f.base.fst.len(), 12);
         assert_eq!(f.len(), 12);
         assert!(matches!(f.get(&key(11)), Some(PostingRef::One(11))));
+        // past twice the share, an apply folds it
+        for i in 12..19u32 {
+            f.change(&key(i), &one(i), &RoaringBitmap::new());
+        }
+        f.fold_if_overdue();
+        assert!(f.over.is_empty());
+        assert_eq!((f.base.fst.len(), f.len()), (19, 19));
     }
 }

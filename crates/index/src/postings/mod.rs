@@ -142,6 +142,21 @@ impl DimPostings {
         }
     }
 
+    /// These postings with a frozen overlay that is due merged into a new FST
+    /// (`Frozen::due`); `None` when none is due.
+    pub(crate) fn folded(&self) -> Option<DimPostings> {
+        let f = self.frozen.as_ref().filter(|f| f.due())?;
+        Some(DimPostings {
+            frozen: Some(f.folded()),
+            ..self.clone()
+        })
+    }
+
+    /// Whether a frozen overlay is due to be merged (`folded`).
+    pub(crate) fn fold_due(&self) -> bool {
+        self.frozen.as_ref().is_some_and(Frozen::due)
+    }
+
     /// Freezes the map once it holds many keys (`of_entries`).
     pub(super) fn freeze_if_large(&mut self, freezable: bool) {
         if freezable && self.frozen.is_none() && self.map.len() >= FROZEN_MIN_KEYS {
