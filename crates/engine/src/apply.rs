@@ -505,6 +505,9 @@ impl Engine {
         }
         let started = std::time::Instant::now();
         let folded = process::in_background(|| base.fold_postings());
+        // (not held while waiting for the writer: a next apply's copied chunks are
+        // patched in place only once no snapshot but theirs holds them)
+        drop(base);
         let _guard = self.lock_writer_blocking();
         let adopted = self.snapshot().adopt_folded(&folded);
         let installed = adopted.is_some();

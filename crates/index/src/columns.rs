@@ -1,7 +1,7 @@
 //! Typed columns per chunk: the numeric, geoloc and element values of a chunk's 1,024
 //! documents as flat arrays (and for other dimensions which documents have a value),
 //! built on first use; when an apply copies a chunk, the copy's are made from the
-//! copied chunk's (`ChunkCols::patched`: unchanged columns shared). A
+//! copied chunk's (`ChunkCols::patch`: unchanged columns shared, changed ones in place when no other chunk holds them). A
 //! whole-collection scan reads these instead of following every document's pointers;
 //! documents with several numbers or points in a dimension are marked and read from
 //! their row (several elements are kept in a side list). The rules themselves stay in
@@ -187,7 +187,8 @@ pub(crate) enum ColValue {
     Present(bool),
 }
 
-#[derive(Debug)]
+/// (A clone shares every column: `patch` copies one only when it changes it.)
+#[derive(Clone, Debug)]
 pub(crate) struct ChunkCols {
     // (each column shared with the chunk this one was copied from while no document
     // it changed has another value in it)
@@ -473,35 +474,16 @@ impl ChunkCols {
 
     /// The columns of `docs`, a copy of the chunk `was` whose columns these are, with
     /// the slots `changed` lists (ascending) holding other documents: per dimension,
-    /// this column shared when no changed document has another value in it (an update
-    /// changes a price, not the other twenty values), else a copy with the documents
+    /// this column kept when no changed document has another value in it (an update
+    /// changes a price, not the other twenty values), else changed with the documents
     /// whose value changed read anew — and so with the key and segment columns these
     /// had built. A delta copies most chunks: building their columns whole took more
-    /// CPU than the delta itself.
-    pub(crate) fn patched(
-        &self,
-        dims: &Dimensions,
-        was: &Slots,
-        docs: &Slots,
-        changed: &[usize],
-        numbers: &[Option<Arc<Numbering>>],
-    ) -> ChunkCols {
-        let shared = ChunkCols {
-            dims: self.dims.clone(),
-            keys: self.keys.clone(),
-            segments: self.segments.clone(),
-            live: self.live,
-            id_keys: self.id_keys.clone(),
-            min_id_key: self.min_id_key,
-        };
-        shared.patch(dims, was, docs, changed, numbers)
-    }
-
-    /// `patched`, changing in place every column no other chunk shares: the columns of
-    /// a copied chunk that the replaced snapshot alone held (the engine patches them
-    /// once that snapshot is let go of). A copy of each changed column was ~80 MB of
-    /// fresh memory a 1,000-item delta at 1M items, freed a moment later among the
-    /// columns kept.
+    /// CPU than the delta itself. A column is changed in place when no other chunk
+    /// shares it (`Arc::make_mut`): the columns of a copied chunk that the replaced
+    /// snapshot alone held, which the engine patches once that snapshot is let go of
+    /// (a copy of each changed column was ~80 MB of fresh memory a 1,000-item delta at
+    /// 1M items, freed a moment later among the columns kept); a clone's shared columns
+    /// are copied first.
     pub(crate) fn patch(
         mut self,
         dims: &Dimensions,

@@ -672,7 +672,8 @@ impl Snapshot {
             },
             Err(old) => match old.cols.get() {
                 Some(cols) => {
-                    cols.patched(&self.dims, &old.docs, &chunk.docs, &changed, &self.keys)
+                    cols.clone()
+                        .patch(&self.dims, &old.docs, &chunk.docs, &changed, &self.keys)
                 }
                 None => return,
             },
