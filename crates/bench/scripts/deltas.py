@@ -10,7 +10,8 @@ total CPU on two cores; spaced ones by each delta's own path.
 `--data` is copied (and synced) first, so it is left as it was; use a data dir the
 generator's first deltas were applied to and a `--deltas` directory of a longer run
 with the same seed (`gen_dataset.py --deltas 40 --formats deltas`), so that each delta
-changes items for the first time.
+changes items for the first time. With `KEEP_WORK=1` in the environment the work dir
+(and the server's log, e.g. with `RUST_LOG=discern_engine=debug`) is left in place.
 """
 
 import argparse
@@ -63,4 +64,5 @@ try:
     )
 finally:
     srv.stop()
-    shutil.rmtree(args.work, ignore_errors=True)
+    if not os.environ.get("KEEP_WORK"):
+        shutil.rmtree(args.work, ignore_errors=True)

@@ -197,6 +197,11 @@ impl Snapshot {
     /// This snapshot with postings counted from its documents (after a `Builder` that
     /// skipped them, see `Builder::skip_postings`).
     pub fn with_built_postings(mut self) -> Snapshot {
+        (self.postings, self.live_docs) = self.built_postings();
+        self
+    }
+
+    fn built_postings(&self) -> (Postings, Arc<RoaringBitmap>) {
         let docs: Vec<(u32, &Doc)> = self
             .chunks
             .iter()
@@ -210,14 +215,21 @@ impl Snapshot {
             })
             .collect();
         let (postings, live) = postings::build(&self.dims, &self.vocab, &docs);
-        self.postings = postings;
-        self.live_docs = Arc::new(live);
-        self
+        (postings, Arc::new(live))
     }
 
     /// This snapshot with dictionaries counted from its documents.
     pub fn with_built_terms(mut self) -> Snapshot {
         self.terms = terms::build_dicts(&self);
+        self
+    }
+
+    /// This snapshot with postings and dictionaries counted from its documents, the two
+    /// side by side (each a pass over every document, and FSTs to build).
+    pub fn with_built_postings_and_terms(mut self) -> Snapshot {
+        let ((postings, live_docs), terms) =
+            rayon::join(|| self.built_postings(), || terms::build_dicts(&self));
+        (self.postings, self.live_docs, self.terms) = (postings, live_docs, terms);
         self
     }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use discern_model::{Record, Value};
+use proptest::test_runner::TestCaseError;
 
 use crate::test_support::keyword_dims as dims;
 
@@ -292,6 +293,63 @@ proptest::proptest! {
             // (nothing changed: the chunk was not copied)
             None => proptest::prop_assert!(!copied && first_shared),
         }
+    }
+}
+
+/// The same postings, live documents and did-you-mean dictionaries in `a` and `b`.
+fn same_index(a: &Snapshot, b: &Snapshot, after: &str) -> Result<(), TestCaseError> {
+    proptest::prop_assert_eq!(postings_of(a), postings_of(b), "after {}", after);
+    proptest::prop_assert_eq!(&*a.live_docs, &*b.live_docs, "after {}", after);
+    for di in 0..a.dims.dims.len() {
+        proptest::prop_assert_eq!(
+            a.term_dict(di).map(TermDict::entries),
+            b.term_dict(di).map(TermDict::entries),
+            "dimension {} after {}",
+            di,
+            after
+        );
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// An apply into an empty index that counts its postings and dictionaries at the
+    /// end (`Builder::count_at_end`, a first bulk load) makes the snapshot an apply
+    /// recording each change makes — every dimension type, items written twice and
+    /// deleted within the apply — and the applies after it keep both alike.
+    #[test]
+    fn counted_at_end_equals_recorded(
+        first in proptest::collection::vec((0usize..50, 0u8..4, proptest::collection::vec(0u8..7, 23)), 1..80),
+        then in proptest::collection::vec((0usize..60, 0u8..4, proptest::collection::vec(0u8..7, 23)), 0..30),
+    ) {
+        let dims = Arc::new(Dimensions::parse(COLUMN_DIMS).unwrap());
+        let apply = |b: &mut crate::Builder<'_>, changes: &[(usize, u8, Vec<u8>)]| {
+            for (i, how, pick) in changes {
+                match how {
+                    0 => b.delete(&id(*i)),
+                    _ => b.upsert(&id(*i), &column_record(pick)),
+                }
+            }
+        };
+        let (mut recording, mut counting) = (IndexWriter::new(), IndexWriter::new());
+        let empty = Snapshot::empty(dims.clone());
+        let mut b = recording.begin(&empty);
+        apply(&mut b, &first);
+        let recorded = b.commit();
+        let mut b = counting.begin(&empty);
+        b.count_at_end();
+        apply(&mut b, &first);
+        let counted = b.commit();
+        same_index(&recorded, &counted, "the first apply")?;
+        let mut b = recording.begin(&recorded);
+        apply(&mut b, &then);
+        let recorded = b.commit();
+        let mut b = counting.begin(&counted);
+        apply(&mut b, &then);
+        let counted = b.commit();
+        same_index(&recorded, &counted, "the apply after it")?;
     }
 }
 

@@ -131,11 +131,6 @@ impl TermDelta {
         });
     }
 
-    pub(crate) fn clear(&mut self) {
-        self.by_term.clear();
-        self.by_number.clear();
-    }
-
     /// The changes by term (frequency changes add up, whichever way they were counted);
     /// `vocab` names the numbered ones.
     pub(crate) fn into_terms(self, vocab: Option<&Numbered>) -> FastMap<Box<str>, i64> {
@@ -185,30 +180,40 @@ struct Base {
 /// `reversed` says so (or the dictionary is large) and every key is ASCII, the reversed
 /// keys.
 fn build_fst(sorted: Vec<(Vec<u8>, u64)>, reversed: bool) -> Base {
-    let mut b = fst::MapBuilder::memory();
-    let step = sorted.len() / RANGES;
-    let mut splits = Vec::new();
-    for (i, (k, v)) in sorted.iter().enumerate() {
-        if sorted.len() >= PARALLEL_TERMS && i > 0 && i % step == 0 && splits.len() < RANGES - 1 {
-            splits.push(k.clone());
-        }
-        // keys arrive sorted and distinct, so insertion cannot fail
-        let _ = b.insert(k, *v);
-    }
-    let map = fst::Map::new(b.into_inner().unwrap_or_default()).unwrap_or_default();
-    let reversed = ((reversed || sorted.len() >= REVERSED_TERMS)
-        && sorted.iter().all(|(k, _)| k.is_ascii()))
-    .then(|| {
-        let mut rev: Vec<Vec<u8>> = sorted
-            .into_iter()
-            .map(|(mut k, _)| {
-                k.reverse();
-                k
+    let reversed =
+        (reversed || sorted.len() >= REVERSED_TERMS) && sorted.iter().all(|(k, _)| k.is_ascii());
+    // The two FSTs are independent and cost about alike: built on two cores (a bulk
+    // load's address dictionary, 855,000 terms, is on the way to its 201).
+    let ((map, splits), reversed) = rayon::join(
+        || {
+            let mut b = fst::MapBuilder::memory();
+            let step = sorted.len() / RANGES;
+            let mut splits = Vec::new();
+            for (i, (k, v)) in sorted.iter().enumerate() {
+                if sorted.len() >= PARALLEL_TERMS
+                    && i > 0
+                    && i % step == 0
+                    && splits.len() < RANGES - 1
+                {
+                    splits.push(k.clone());
+                }
+                // keys arrive sorted and distinct, so insertion cannot fail
+                let _ = b.insert(k, *v);
+            }
+            let map = fst::Map::new(b.into_inner().unwrap_or_default()).unwrap_or_default();
+            (map, splits)
+        },
+        || {
+            reversed.then(|| {
+                let mut rev: Vec<Vec<u8>> = sorted
+                    .iter()
+                    .map(|(k, _)| k.iter().rev().copied().collect())
+                    .collect();
+                rev.par_sort_unstable();
+                fst::Set::from_iter(rev).unwrap_or_default()
             })
-            .collect();
-        rev.par_sort_unstable();
-        fst::Set::from_iter(rev).unwrap_or_default()
-    });
+        },
+    );
     Base {
         map,
         splits,
@@ -356,7 +361,7 @@ impl TermDict {
             .iter()
             .map(|(k, &(n, _))| (k.as_bytes().to_vec(), n as u64))
             .collect();
-        over.sort_unstable();
+        over.par_sort_unstable();
         match &self.recent {
             Some(r) => newer_over(&r.map, over),
             None => over,
@@ -498,9 +503,11 @@ pub fn empty_dicts(dims: &Dimensions, generation: u64) -> TermDicts {
 /// Counts every term of the snapshot from its documents (start-up, new dimensions).
 pub fn build_dicts(snap: &Snapshot) -> TermDicts {
     let dims = &snap.dims;
+    // (the dimensions side by side: one's dictionary is built while another's terms
+    // are counted)
     let dicts = dims
         .dims
-        .iter()
+        .par_iter()
         .enumerate()
         .map(|(di, d)| {
             if !has_terms(&d.kind) {
@@ -510,39 +517,101 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
             let vocab = vocab.as_deref();
             let counts = snap
                 .chunks()
-                .par_iter()
+                .par_chunks(CHUNKS_A_TASK)
                 .enumerate()
-                // (documents, last document counted): a term counts once per document
-                // without sorting each document's terms
-                .fold(
-                    FastMap::<&str, (u32, u32)>::default,
-                    |mut acc, (c, chunk)| {
+                .map(|(at, chunks)| {
+                    let mut acc = TermCounts::new(vocab);
+                    for (c, chunk) in chunks.iter().enumerate() {
+                        let c = at * CHUNKS_A_TASK + c;
                         for (i, doc) in chunk.docs.iter().enumerate() {
                             let Some(doc) = doc else { continue };
-                            let n = (c * crate::CHUNK + i) as u32;
-                            each_row_term(doc.value(di), vocab, |t| {
-                                let e = acc.entry(t).or_insert((0, u32::MAX));
-                                if e.1 != n {
-                                    *e = (e.0 + 1, n);
-                                }
-                            });
+                            acc.count((c * crate::CHUNK + i) as u32, doc.value(di), vocab);
                         }
-                        acc
-                    },
-                )
-                .reduce(FastMap::default, |mut a, b| {
-                    if a.len() < b.len() {
-                        return merge_counts(b, a);
                     }
-                    merge_counts(std::mem::take(&mut a), b)
-                });
+                    acc
+                })
+                .reduce(|| TermCounts::new(vocab), TermCounts::join);
             Some(Arc::new(TermDict::from_counts(
-                counts.into_iter().map(|(t, (n, _))| (t, n)),
+                counts.into_named(vocab),
                 snap.generation,
             )))
         })
         .collect();
     Arc::new(dicts)
+}
+
+/// Chunks whose terms one task of `build_dicts` counts.
+const CHUNKS_A_TASK: usize = 32;
+
+/// Vocabularies larger than this are counted by name, not in an array by number.
+const MAX_COUNTED_BY_NUMBER: usize = 1 << 20;
+
+/// Document frequencies over some documents: per term, (documents, last document
+/// counted), so that a term counts once per document without sorting each document's
+/// terms. A text value's terms are counted by vocabulary number in an array (hashing
+/// each token's name was most of counting a bulk load's text), others by name.
+struct TermCounts<'a> {
+    by_number: Vec<(u32, u32)>,
+    by_name: FastMap<&'a str, (u32, u32)>,
+}
+
+impl<'a> TermCounts<'a> {
+    fn new(vocab: Option<&Numbered>) -> TermCounts<'a> {
+        let numbers = vocab.map_or(0, |v| v.all().len());
+        TermCounts {
+            by_number: if numbers <= MAX_COUNTED_BY_NUMBER {
+                vec![(0, u32::MAX); numbers]
+            } else {
+                Vec::new()
+            },
+            by_name: FastMap::default(),
+        }
+    }
+
+    fn count(&mut self, doc: u32, v: Option<ValueRef<'a>>, vocab: Option<&'a Numbered>) {
+        let once = |e: &mut (u32, u32)| {
+            if e.1 != doc {
+                *e = (e.0 + 1, doc);
+            }
+        };
+        if let (Some(IndexedValue::Terms(t)), false) = (v.as_deref(), self.by_number.is_empty()) {
+            for n in t.iter() {
+                if let Some(e) = self.by_number.get_mut(n as usize) {
+                    once(e);
+                }
+            }
+            return;
+        }
+        each_row_term(v, vocab, |t| {
+            once(self.by_name.entry(t).or_insert((0, u32::MAX)))
+        });
+    }
+
+    /// These counts and `other`'s (of other documents).
+    fn join(mut self, other: TermCounts<'a>) -> TermCounts<'a> {
+        for (a, b) in self.by_number.iter_mut().zip(&other.by_number) {
+            a.0 += b.0;
+        }
+        self.by_name = if self.by_name.len() < other.by_name.len() {
+            merge_counts(other.by_name, self.by_name)
+        } else {
+            merge_counts(self.by_name, other.by_name)
+        };
+        self
+    }
+
+    /// Every term counted, by name, with its document frequency.
+    fn into_named(self, vocab: Option<&'a Numbered>) -> impl Iterator<Item = (&'a str, u32)> {
+        let numbered = (self.by_number.into_iter().enumerate())
+            .filter(|(_, (n, _))| *n > 0)
+            .filter_map(move |(i, (n, _))| Some((vocab?.get(i as u32)?, n)));
+        // (a term both ways — a text value not held as numbers — counts its sum)
+        let mut all = self.by_name;
+        for (t, n) in numbered {
+            all.entry(t).or_insert((0, u32::MAX)).0 += n;
+        }
+        all.into_iter().map(|(t, (n, _))| (t, n))
+    }
 }
 
 fn merge_counts<'a>(
