@@ -155,7 +155,8 @@ impl Default for IndexWriter {
 
 impl<'w> Builder<'w> {
     /// Stops keeping the postings current: the committed snapshot's postings are stale
-    /// until `Snapshot::with_built_postings`, which must run before it answers queries.
+    /// until `Snapshot::with_built_postings_and_terms` (or `with_built_postings`), which
+    /// must run before it answers queries. (`count_at_end` runs it as it commits.)
     pub fn skip_postings(&mut self) {
         self.track_postings = false;
     }
@@ -332,7 +333,8 @@ impl<'w> Builder<'w> {
                 if track_postings {
                     postings::commit(spare, postings, live_docs, delta.resolve())
                 } else {
-                    // stale until `with_built_postings`, which makes new ones
+                    // stale: counted from the documents below (`count_at_end`) or
+                    // by the caller (`skip_postings`)
                     spare.clear();
                     (postings.clone(), live_docs.clone())
                 }

@@ -543,8 +543,10 @@ pub fn build_dicts(snap: &Snapshot) -> TermDicts {
 /// Chunks whose terms one task of `build_dicts` counts.
 const CHUNKS_A_TASK: usize = 32;
 
-/// Vocabularies larger than this are counted by name, not in an array by number.
-const MAX_COUNTED_BY_NUMBER: usize = 1 << 20;
+/// Vocabularies larger than this are counted by name, not in an array by number (an
+/// array a task: a million numbers are 8 MB each). Tests count their small vocabularies
+/// both ways.
+const MAX_COUNTED_BY_NUMBER: usize = if cfg!(test) { 8 } else { 1 << 20 };
 
 /// Document frequencies over some documents: per term, (documents, last document
 /// counted), so that a term counts once per document without sorting each document's
