@@ -128,7 +128,11 @@ fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result
         .on_thread_start(discern_engine::process::thread_started)
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    // The server runs as a task on a worker, not on this thread (`block_on`'s future
+    // runs on the calling thread): there the listener's every connection would wake
+    // this thread to accept it and then a worker to serve it, two thread hand-offs
+    // per connection; on a worker, the accepting worker serves the connection next.
+    let server = rt.spawn(async move {
         let listener = tokio::net::TcpListener::bind(&settings.listen)
             .await
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -178,7 +182,8 @@ fn serve(settings: config::Settings, preload: Option<Preload>) -> anyhow::Result
             });
         };
         discern_server::serve(engine, listener, shutdown).await
-    })
+    });
+    rt.block_on(server)?
 }
 
 fn load(
