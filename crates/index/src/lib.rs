@@ -194,9 +194,10 @@ impl Snapshot {
         self.terms.get(di)?.as_deref()
     }
 
-    /// This snapshot with postings counted from its documents (after a `Builder` that
-    /// skipped them, see `Builder::skip_postings`).
-    pub fn with_built_postings(mut self) -> Snapshot {
+    /// This snapshot with postings counted from its documents: the tests' measure of
+    /// the postings an apply keeps.
+    #[cfg(test)]
+    pub(crate) fn with_built_postings(mut self) -> Snapshot {
         (self.postings, self.live_docs) = self.built_postings();
         self
     }

@@ -155,8 +155,8 @@ impl Default for IndexWriter {
 
 impl<'w> Builder<'w> {
     /// Stops keeping the postings current: the committed snapshot's postings are stale
-    /// until `Snapshot::with_built_postings_and_terms` (or `with_built_postings`), which
-    /// must run before it answers queries. (`count_at_end` runs it as it commits.)
+    /// until `Snapshot::with_built_postings_and_terms`, which must run before it answers
+    /// queries. (`count_at_end` runs it as it commits.)
     pub fn skip_postings(&mut self) {
         self.track_postings = false;
     }

@@ -614,6 +614,17 @@ impl Counted {
     }
 }
 
+/// Document `n` appended to `key`'s list in `count_run`'s map (documents come in
+/// ascending order).
+fn push_doc(map: &mut FastMap<Box<[u8]>, (Vec<u32>, u32)>, key: &[u8], n: u32) {
+    match map.get_mut(key) {
+        Some((list, _)) => list.push(n),
+        None => {
+            map.insert(key.into(), (vec![n], 1));
+        }
+    }
+}
+
 /// Dimension `di`'s postings over `docs` (ascending document numbers).
 fn count_run(
     d: &Dimension,
@@ -647,13 +658,7 @@ fn count_run(
                 if len > 0 {
                     st.0 += len as u64;
                     st.1 += 1;
-                    let key = text_length_key(fi, length_class(len));
-                    match map.get_mut(&key[..]) {
-                        Some((list, _)) => list.push(n),
-                        None => {
-                            map.insert(key[..].into(), (vec![n], 1));
-                        }
-                    }
+                    push_doc(&mut map, &text_length_key(fi, length_class(len)), n);
                 }
             }
         }
@@ -682,12 +687,7 @@ fn count_run(
                 level_key.extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
                 level_key.push(level as u8);
                 level_key.extend_from_slice(&k[2..]);
-                match map.get_mut(level_key.as_slice()) {
-                    Some((list, _)) => list.push(n),
-                    None => {
-                        map.insert(level_key.as_slice().into(), (vec![n], 1));
-                    }
-                }
+                push_doc(&mut map, &level_key, n);
             }
         }
     }
