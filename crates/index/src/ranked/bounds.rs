@@ -51,6 +51,10 @@ pub(super) struct FieldLengths {
 /// A threshold is set this much below the k-th best score found so far.
 const BELOW: f64 = 0.98;
 
+/// Pages' worth of documents a threshold of one part's is first estimated to let in
+/// (`Bounds::estimated_theta`).
+const ESTIMATED_PAGES: f64 = 4.0;
+
 /// `reaching_in_bands`: bands of the largest part's bound, and the most parts banded
 /// (more are bounded independently). Each band costs a `reaching` per part in every
 /// round, and finer bands let in fewer documents to score: the text class at 1M on a
@@ -465,6 +469,54 @@ impl<'s> Bounds<'s> {
         Some(out)
     }
 
+    /// With one part bounded: the highest of its cells' bounds below `below` — a cell
+    /// being the documents of one term frequency (the last level: at least) and one
+    /// length class — where the documents reaching it are estimated at `want` or more,
+    /// frequencies and lengths taken as independent and `share` of the holders within.
+    /// Falling from the largest bound by a fixed step instead let in thousands of
+    /// documents to score where a page needed a few dozen (a common word: one round
+    /// with none, the next with 2,391–4,339 documents). `None` with more parts (their
+    /// sums have no such cells) or no cell below `below`; the lowest cell's bound when
+    /// all of them fall short.
+    fn estimated_theta(&self, below: f64, want: f64, share: f64) -> Option<f64> {
+        let [p] = &self.parts[..] else {
+            return None;
+        };
+        let f = &self.fields[p.field];
+        let field_docs = f.shorter.last()?.1.len().max(1) as f64;
+        // (bound, estimated documents) per cell
+        let mut cells: Vec<(f64, f64)> = Vec::new();
+        for (li, level) in p.levels.iter().enumerate() {
+            let tf = li + 1;
+            let above = p.levels.get(li + 1).map_or(0, |l| l.len());
+            let of_tf = level.len().saturating_sub(above) as f64 * share;
+            if p.open && tf == p.levels.len() {
+                cells.push((self.bound(p, tf, 0), of_tf));
+                continue;
+            }
+            let mut shorter = 0;
+            for (len, running) in f.shorter.iter() {
+                let class = running.len().saturating_sub(shorter);
+                shorter = running.len();
+                cells.push((self.bound(p, tf, *len), of_tf * class as f64 / field_docs));
+            }
+        }
+        cells.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        let mut reaching = 0.0;
+        let mut last = None;
+        for (bound, docs) in cells {
+            if bound >= below {
+                continue;
+            }
+            reaching += docs;
+            last = Some(bound);
+            if reaching >= want {
+                break;
+            }
+        }
+        last
+    }
+
     /// Scores documents of `within` until the `k` best are known: returns `theta` such
     /// that every document of `within` not scored scores below it, while at least `k`
     /// scored ones score at least it (`None`: too many to score).
@@ -485,11 +537,15 @@ impl<'s> Bounds<'s> {
             return Some(0.0);
         }
         // the parts with few documents are scored whole; the others are bounded, from
-        // the largest bound down until k documents reach one, then a little below the
-        // k-th best score found (ties at it are then all scored, and a k-th best just
+        // the largest bound (one part: where a few pages are estimated to reach) down
+        // until k documents reach one, then a little below the k-th best score found (ties at it are then all scored, and a k-th best just
         // under a threshold needs no further round)
         scorer.score(&(&self.few & within))?;
-        let mut theta = self.max;
+        let share = within.len() as f64 / self.holders.max(1) as f64;
+        let mut want = ESTIMATED_PAGES * k as f64;
+        let mut theta = self
+            .estimated_theta(f64::INFINITY, want, share)
+            .unwrap_or(self.max);
         if let Some(kth) = scorer.kth(k) {
             theta = theta.min(kth * BELOW);
         }
@@ -503,7 +559,14 @@ impl<'s> Bounds<'s> {
             match scorer.kth(k) {
                 Some(kth) if kth >= theta => return Some(theta),
                 Some(kth) => theta = kth * BELOW,
-                None => theta *= 0.9 * BELOW,
+                None => {
+                    // (the estimate fell short: frequencies and lengths go together,
+                    // so the next aims higher, and a search takes few rounds)
+                    want *= 2.0;
+                    theta = self
+                        .estimated_theta(theta, want, share)
+                        .unwrap_or(theta * 0.9 * BELOW)
+                }
             }
             if theta <= 0.0 {
                 return None;

@@ -344,6 +344,8 @@ impl Scorer<'_, '_> {
         if self.done.len() + new.len() > self.limit {
             return None;
         }
+        #[cfg(test)]
+        tests::SCORED.with(|n| n.set(n.get() + new.len()));
         let scored = self.t.score_some(self.snap, self.dim, self.g, &new);
         self.scored.extend(new.iter().zip(scored));
         self.done |= new;

@@ -18,6 +18,8 @@ use std::sync::Arc;
 thread_local! {
     /// Requests `ranked_results` answered on this thread.
     pub(crate) static ANSWERED: Cell<usize> = const { Cell::new(0) };
+    /// Documents searches on this thread scored.
+    pub(super) static SCORED: Cell<u64> = const { Cell::new(0) };
     /// Whether searches on this thread may score only as many documents as there are
     /// results (else any number).
     static LIMITED: Cell<bool> = const { Cell::new(false) };
@@ -442,4 +444,26 @@ fn most_requests_are_ranked() {
 #[test]
 fn scoring_every_result_is_within_the_limit() {
     assert_eq!(ranked_of_100(true), ranked_of_100(false));
+}
+
+/// A common word's page scores a few pages' worth of its holders: the threshold falls
+/// to where the length classes and frequencies are estimated to let in enough, not by
+/// a fixed step from the largest bound past most of them at once.
+#[test]
+fn a_common_words_page_scores_few_of_its_holders() {
+    // 3,000 holders of "red" in the body, once to three times, among 0–28 other words
+    let docs: Vec<DocSpec> = (0..3000)
+        .map(|i| {
+            let mut body = vec![0; 1 + i % 3];
+            body.extend(std::iter::repeat_n(6, i * 7 % 29));
+            (Vec::new(), [Vec::new(), body, Vec::new()])
+        })
+        .collect();
+    let text = json!({"dimension": "x", "value": "red", "cull": true, "fields": ["body"]});
+    let (answered, scored) = (ANSWERED.with(Cell::get), SCORED.with(Cell::get));
+    equals_full_scan(vec![text], &docs, 0, 10, false, &Named::default()).unwrap();
+    assert_eq!(ANSWERED.with(Cell::get), answered + 1);
+    let scored = SCORED.with(Cell::get) - scored;
+    eprintln!("{scored} of 2,400 holders scored");
+    assert!(scored <= 120, "{scored} of 2,400 holders scored");
 }
