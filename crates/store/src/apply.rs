@@ -180,7 +180,7 @@ impl Store {
             return Ok(ApplyOutcome::Empty);
         }
         // the log file is finished and fsynced while the index takes the last changes
-        log.close();
+        log.close()?;
         // dropping the transaction and the log writer on an error undoes both
         on_change(ItemChange::Flush)?;
         let staged = log.finish()?;

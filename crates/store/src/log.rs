@@ -15,9 +15,14 @@ pub struct LogWriter {
     pub(crate) id: String,
     pub(crate) path: PathBuf,
     tx: Option<SyncSender<Vec<u8>>>,
+    /// Bytes written and not yet handed to the thread: it gets them `LOG_CHUNK` at a
+    /// time, not a read's worth at a time (a thread wake-up each).
+    pending: Vec<u8>,
     worker: Option<JoinHandle<io::Result<(String, u64)>>>,
     pub(crate) length: u64,
 }
+
+const LOG_CHUNK: usize = 1 << 20;
 
 static THREADS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -87,6 +92,7 @@ impl LogWriter {
             id,
             path,
             tx: Some(tx),
+            pending: Vec::new(),
             worker: Some(worker),
             length: 0,
         })
@@ -94,6 +100,25 @@ impl LogWriter {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Hands the pending bytes to the thread.
+    fn send_pending(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| io::Error::other("log writer finished"))?;
+        if tx.send(std::mem::take(&mut self.pending)).is_err() {
+            // the worker stopped: report its error
+            return Err(self
+                .join()
+                .err()
+                .unwrap_or_else(|| io::Error::other("changeset log thread stopped")));
+        }
+        Ok(())
     }
 
     fn join(&mut self) -> io::Result<(String, u64)> {
@@ -108,12 +133,15 @@ impl LogWriter {
 
     /// Ends the body: the writer's thread finishes compressing and fsyncs while the
     /// caller does other work (then `finish`).
-    pub(crate) fn close(&mut self) {
+    pub(crate) fn close(&mut self) -> io::Result<()> {
+        self.send_pending()?;
         self.tx.take();
+        Ok(())
     }
 
     /// Waits for the file to be compressed, flushed and fsynced.
     pub(crate) fn finish(mut self) -> io::Result<Staged> {
+        self.send_pending()?;
         let (md5, raw_length) = self.join()?;
         Ok(Staged {
             id: std::mem::take(&mut self.id),
@@ -127,22 +155,21 @@ impl LogWriter {
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| io::Error::other("log writer finished"))?;
-        if tx.send(buf.to_vec()).is_err() {
-            // the worker stopped: report its error
-            return Err(self
-                .join()
-                .err()
-                .unwrap_or_else(|| io::Error::other("changeset log thread stopped")));
+        if self.tx.is_none() {
+            return Err(io::Error::other("log writer finished"));
+        }
+        if self.pending.is_empty() {
+            self.pending.reserve(LOG_CHUNK.max(buf.len()));
+        }
+        self.pending.extend_from_slice(buf);
+        if self.pending.len() >= LOG_CHUNK {
+            self.send_pending()?;
         }
         self.length += buf.len() as u64;
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        self.send_pending()
     }
 }
 
@@ -174,6 +201,38 @@ mod tests {
         assert!(is_engine_id("0a1b-2c3d"));
         for bad in ["", "..", "a/b", "x1", "ab.cd", &"a".repeat(65)] {
             assert!(!is_engine_id(bad), "{bad:?}");
+        }
+    }
+
+    /// Written in pieces smaller and larger than `LOG_CHUNK`, the file holds every byte
+    /// in order, and its md5 and lengths are the body's, whether the writer is closed
+    /// first or finished at once (the tail below a chunk still reaches the file).
+    #[test]
+    fn pieces_reach_the_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let body: Vec<u8> = (0..3 * LOG_CHUNK + 12_345)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        for close_first in [false, true] {
+            let mut w = LogWriter::create(dir.path()).unwrap();
+            let mut rest = &body[..];
+            for size in [1usize, 100, LOG_CHUNK + 5, 4096].iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let n = (*size).min(rest.len());
+                w.write_all(&rest[..n]).unwrap();
+                rest = &rest[n..];
+            }
+            if close_first {
+                w.close().unwrap();
+            }
+            let staged = w.finish().unwrap();
+            assert_eq!(staged.length, body.len() as u64);
+            assert_eq!(staged.md5, hex::encode(Md5::digest(&body)));
+            let stored = fs::read(&staged.path).unwrap();
+            assert_eq!(staged.raw_length, stored.len() as u64);
+            assert_eq!(zstd::decode_all(&stored[..]).unwrap(), body);
         }
     }
 }
