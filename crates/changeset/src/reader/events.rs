@@ -1,8 +1,7 @@
-//! The reader's events over quick-xml's: the changeset vocabulary's element names
-//! (`Tag`), the attributes it uses, and each pulled event's content taken into the
-//! parser's state (`take_event`) with the newlines counted for errors' positions.
-
-use quick_xml::events::Event;
+//! The reader's events: the changeset vocabulary's element names (`Tag`), the
+//! attributes it uses, what an event left in the parser's state (`Taken`), the newlines
+//! counted for errors' positions (`Lines`); and, in tests, quick-xml's events taken the
+//! same way (`QuickXml`), the tokenizer's oracle.
 
 /// The changeset vocabulary's element names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +168,8 @@ impl Lines {
     }
 
     /// Counts the newlines of content that is skipped.
-    pub(super) fn skip(&mut self, bytes: &[u8], base: u64) -> Taken {
+    #[cfg(test)]
+    fn skip(&mut self, bytes: &[u8], base: u64) -> Taken {
         self.add(bytes, base);
         Taken::Skipped
     }
@@ -188,16 +188,60 @@ pub(super) enum Taken {
     Skipped,
 }
 
+/// quick-xml's events as the reader takes them: the tokenizer's oracle in tests.
+#[cfg(test)]
+pub(super) struct QuickXml<R> {
+    reader: quick_xml::Reader<R>,
+    buf: Vec<u8>,
+}
+
+#[cfg(test)]
+impl<R: std::io::BufRead> QuickXml<R> {
+    pub(super) fn new(input: R) -> Self {
+        let mut reader = quick_xml::Reader::from_reader(input);
+        let cfg = reader.config_mut();
+        cfg.expand_empty_elements = true;
+        cfg.check_end_names = true;
+        cfg.trim_text(false);
+        QuickXml {
+            reader,
+            buf: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl<R: std::io::BufRead> super::lexer::Events for QuickXml<R> {
+    fn next_event(
+        &mut self,
+        text: &mut String,
+        attrs: &mut Attrs,
+        lines: &mut Lines,
+    ) -> super::lexer::Lexed {
+        let start = self.reader.buffer_position();
+        self.buf.clear();
+        match self.reader.read_event_into(&mut self.buf) {
+            Ok(ev) => take_event(ev, start, text, attrs, lines).map(|t| (start, t)),
+            Err(e) => Err((
+                self.reader.error_position(),
+                format!("changeset is not well-formed XML: {e}"),
+            )),
+        }
+    }
+}
+
 /// Takes `ev`'s content into the parser's state: text appended to `text`, the
 /// attributes of a start tag the reader uses into `attrs`, newlines of text and of
 /// skipped content into `lines`.
-pub(super) fn take_event(
-    ev: Event<'_>,
+#[cfg(test)]
+fn take_event(
+    ev: quick_xml::events::Event<'_>,
     start: u64,
     text: &mut String,
     attrs: &mut Attrs,
     lines: &mut Lines,
 ) -> Result<Taken, (u64, String)> {
+    use quick_xml::events::Event;
     Ok(match ev {
         Event::Text(t) => {
             let s = t
@@ -275,6 +319,7 @@ pub(super) fn take_event(
     })
 }
 
-pub(super) fn memchr_iter(raw: &[u8]) -> impl Iterator<Item = usize> + '_ {
+#[cfg(test)]
+fn memchr_iter(raw: &[u8]) -> impl Iterator<Item = usize> + '_ {
     memchr::memchr_iter(b'\n', raw)
 }

@@ -1,12 +1,13 @@
 use std::io::BufRead;
 
 use discern_model::{validate_id, Record, Value};
-use quick_xml::Reader;
 
 use crate::{Action, RemovalEntries, RemoveWhat};
 
 mod events;
-use events::{take_event, Attrs, Ev, Lines, Name, Tag, Taken};
+mod lexer;
+use events::{Attrs, Ev, Lines, Name, Tag, Taken};
+use lexer::{Events, Lexer};
 
 /// Deepest array/struct nesting accepted (SPEC §3).
 pub const MAX_DEPTH: usize = 64;
@@ -33,13 +34,12 @@ pub fn read_changeset<R: BufRead, E: From<ParseError>>(
     input: R,
     mut on_action: impl FnMut(Action) -> Result<(), E>,
 ) -> Result<ReadSummary, E> {
-    let mut p = Parser::new(input);
+    let mut p = Parser::new(Lexer::new(input));
     p.document(&mut on_action)
 }
 
-struct Parser<R: BufRead> {
-    reader: Reader<R>,
-    buf: Vec<u8>,
+struct Parser<S: Events> {
+    source: S,
     lines: Lines,
     /// Offset where the current event starts.
     ev_start: u64,
@@ -55,16 +55,10 @@ struct Parser<R: BufRead> {
     eof: bool,
 }
 
-impl<R: BufRead> Parser<R> {
-    fn new(input: R) -> Self {
-        let mut reader = Reader::from_reader(input);
-        let cfg = reader.config_mut();
-        cfg.expand_empty_elements = true;
-        cfg.check_end_names = true;
-        cfg.trim_text(false);
+impl<S: Events> Parser<S> {
+    fn new(source: S) -> Self {
         Parser {
-            reader,
-            buf: Vec::with_capacity(8 * 1024),
+            source,
             lines: Lines::default(),
             ev_start: 0,
             text: String::new(),
@@ -111,32 +105,23 @@ impl<R: BufRead> Parser<R> {
                     None => Ev::Eof,
                 });
             }
-            let start = self.reader.buffer_position();
-            self.buf.clear();
-            let ev = match self.reader.read_event_into(&mut self.buf) {
-                Ok(ev) => ev,
-                Err(e) => {
-                    let pos = self.reader.error_position();
-                    return Err(
-                        self.error_at(pos, format!("changeset is not well-formed XML: {e}"))
-                    );
-                }
-            };
-            let got = take_event(ev, start, &mut self.text, &mut self.attrs, &mut self.lines);
-            let ev = match got {
-                Ok(Taken::Text) => {
+            let got = self
+                .source
+                .next_event(&mut self.text, &mut self.attrs, &mut self.lines);
+            let (start, ev) = match got {
+                Ok((start, Taken::Text)) => {
                     text_start.get_or_insert(start);
                     continue;
                 }
-                Ok(Taken::Skipped) => continue,
-                Ok(Taken::Start(name, nl)) => {
+                Ok((_, Taken::Skipped)) => continue,
+                Ok((start, Taken::Start(name, nl))) => {
                     self.pending_nl = Some(nl);
-                    Ev::Start(name)
+                    (start, Ev::Start(name))
                 }
-                Ok(Taken::End) => Ev::End,
-                Ok(Taken::Eof) => {
+                Ok((start, Taken::End)) => (start, Ev::End),
+                Ok((start, Taken::Eof)) => {
                     self.eof = true;
-                    Ev::Eof
+                    (start, Ev::Eof)
                 }
                 Err((at, msg)) => return Err(self.error_at(at, msg)),
             };
@@ -615,6 +600,218 @@ mod tests {
     fn empty_changeset_forms() {
         assert_eq!(read("<changeset/>").unwrap(), vec![]);
         assert_eq!(read("<?xml version='1.0'?><!DOCTYPE changeset SYSTEM 'http://x/y.dtd'><!-- c --><changeset><?pi x?></changeset>").unwrap(), vec![]);
+    }
+}
+
+/// The tokenizer against quick-xml (`events::QuickXml`), which the reader used before
+/// it: on every fixture and on generated documents, whole and damaged, both accept the
+/// same documents with the same actions, and reject the same ones at the same line
+/// (bad UTF-8 in text excepted).
+#[cfg(test)]
+mod against_quick_xml {
+    use super::events::QuickXml;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn read_from<S: Events>(source: S) -> Result<Vec<Action>, ParseError> {
+        let mut out = Vec::new();
+        Parser::new(source).document(&mut |a| {
+            out.push(a);
+            Ok::<(), ParseError>(())
+        })?;
+        Ok(out)
+    }
+
+    /// Both readers' results on `doc`, the tokenizer's buffer starting at `buffer` bytes.
+    fn both(
+        doc: &[u8],
+        buffer: usize,
+    ) -> (
+        Result<Vec<Action>, ParseError>,
+        Result<Vec<Action>, ParseError>,
+    ) {
+        (
+            read_from(Lexer::with_buffer(doc, buffer)),
+            read_from(QuickXml::new(doc)),
+        )
+    }
+
+    fn check(doc: &[u8], buffer: usize) -> Result<(), TestCaseError> {
+        match both(doc, buffer) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            // (bad UTF-8 is placed at its byte, not at its text's start)
+            (Err(a), Err(_)) if a.message.starts_with("invalid text encoding") => {}
+            (Err(a), Err(b)) => prop_assert_eq!(a.line, b.line, "{} / {}", a, b),
+            (a, b) => prop_assert!(
+                false,
+                "tokenizer {:?}, quick-xml {:?} on {:?}",
+                a.map(|v| v.len()),
+                b.map(|v| v.len()),
+                String::from_utf8_lossy(doc)
+            ),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn fixtures() {
+        let shared = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/data/changesets"
+        );
+        let mut docs: Vec<Vec<u8>> =
+            vec![include_bytes!("../../testdata/spec-example.xml").to_vec()];
+        if let Ok(dir) = std::fs::read_dir(shared) {
+            for e in dir.flatten() {
+                if e.path().extension().is_some_and(|x| x == "xml") {
+                    docs.push(std::fs::read(e.path()).unwrap());
+                }
+            }
+        }
+        for doc in &docs {
+            for buffer in [1, 7, 64, 4096, 1 << 20] {
+                let (a, b) = both(doc, buffer);
+                assert_eq!(a.unwrap(), b.unwrap());
+            }
+        }
+    }
+
+    /// A changeset's pieces, valid and not, joined into documents.
+    const PIECES: &[&str] = &[
+        "<changeset>",
+        "</changeset>",
+        "<changeset/>",
+        "<set-item id='a'>",
+        "</set-item>",
+        "<add-item id=\"b\"/>",
+        "<remove-item id='c'/>",
+        "<add-to-item id='d'>",
+        "</add-to-item>",
+        "<remove-from-item id='e'>",
+        "</remove-from-item>",
+        "<all/>",
+        "<set-item locator='l' provider='p' kind='k'>",
+        "<properties>",
+        "</properties>",
+        "<struct>",
+        "</struct>",
+        "<entry name='n'>",
+        "<entry name=\"m\" x='1'>",
+        "</entry>",
+        "<entry name='n'/>",
+        "<string>",
+        "</string>",
+        "<int>",
+        "</int>",
+        "<real>",
+        "</real>",
+        "<bool>",
+        "</bool>",
+        "<long>",
+        "</long>",
+        "<array>",
+        "</array>",
+        "<element>",
+        "</element>",
+        "text",
+        " ",
+        "\n",
+        "\t",
+        "1",
+        "2.5",
+        "true",
+        "é",
+        "中",
+        "&amp;",
+        "&lt;",
+        "&#233;",
+        "&#x4E2D;",
+        "&#0;",
+        "&bogus;",
+        "&",
+        ";",
+        "<![CDATA[x<y]]>",
+        "<!-- c\n -->",
+        "<?pi x?>",
+        "<?xml version='1.0'?>",
+        "<!DOCTYPE changeset [<!ENTITY x 'y'>]>",
+        "<",
+        ">",
+        "/>",
+        "</",
+        "'",
+        "\"",
+        "=",
+        "<bogus>",
+        "</bogus>",
+        "<entry name='n' name='o'>",
+        "<entry name = 'n' >",
+        "<entry name='a&amp;b'>",
+        "<entry name=n>",
+        "<entry name='n'x='y'>",
+        "]]>",
+        "<!-->",
+        "<!x>",
+        "</entry >",
+        "<string >",
+        "\u{feff}",
+    ];
+
+    fn document(picks: &[(usize, bool)]) -> Vec<u8> {
+        let mut doc = Vec::new();
+        for &(i, raw) in picks {
+            if raw {
+                // (a byte that is not UTF-8 on its own)
+                doc.push(0x80 | (i as u8 & 0x3f));
+            } else {
+                doc.extend_from_slice(PIECES[i % PIECES.len()].as_bytes());
+            }
+        }
+        doc
+    }
+
+    /// A well-formed changeset of `n` items, each with a value of every kind.
+    fn well_formed(n: usize, seed: u64) -> String {
+        let mut doc = String::from("<?xml version='1.0' encoding='UTF-8'?>\n<changeset>\n");
+        for i in 0..n {
+            let v = seed.wrapping_mul(i as u64 + 1) % 1000;
+            doc.push_str(&format!(
+                "<set-item id='i{i}'><properties><struct>\
+                 <entry name='s'><string>v{v} &amp; &#233; <![CDATA[<c>]]></string></entry>\n\
+                 <entry name='n'><int>{v}</int></entry><entry name='r'><real>{v}.5</real></entry>\
+                 <entry name='b'><bool>{}</bool></entry><entry name='e'/>\
+                 <entry name='a'><array><element><string>x</string></element>\
+                 <element><struct><entry name='k'><long>-{v}</long></entry></struct></element>\
+                 </array></entry></struct></properties></set-item>\n<!-- {i} -->\n",
+                v % 2
+            ));
+            if v % 3 == 0 {
+                doc.push_str(&format!("<remove-from-item id='i{i}'><properties><struct><entry name='s'/></struct></properties></remove-from-item>\n"));
+            }
+        }
+        doc.push_str("</changeset>\n");
+        doc
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn random_pieces(picks in prop::collection::vec((0usize..200, prop::bool::weighted(0.03)), 0..40), buffer in 1usize..40) {
+            check(&document(&picks), buffer)?;
+        }
+
+        #[test]
+        fn damaged_changesets(n in 1usize..6, seed in any::<u64>(), at in any::<prop::sample::Index>(), cut in 0usize..12, piece in 0usize..200, buffer in 1usize..300) {
+            let doc = well_formed(n, seed).into_bytes();
+            check(&doc, buffer)?;
+            // a piece inserted, a few bytes cut out
+            let i = at.index(doc.len());
+            let mut damaged = doc[..i].to_vec();
+            damaged.extend_from_slice(PIECES[piece % PIECES.len()].as_bytes());
+            damaged.extend_from_slice(&doc[(i + cut).min(doc.len())..]);
+            check(&damaged, buffer)?;
+        }
     }
 }
 
