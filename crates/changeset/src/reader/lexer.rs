@@ -118,6 +118,35 @@ impl<R: Read> Lexer<R> {
         }
     }
 
+    /// An event at `start` not ended in the buffered bytes: more is read, or (input
+    /// ended) it is unclosed.
+    fn more(&self, start: u64, what: &str) -> Result<Step, (u64, String)> {
+        if self.input_done {
+            Err(not_well_formed(start, format_args!("unclosed {what}")))
+        } else {
+            Ok(Step::More)
+        }
+    }
+
+    /// Skips markup at `pos` whose opening is `open` bytes long, through `close`
+    /// (counting its newlines).
+    fn skip_to(
+        &mut self,
+        open: usize,
+        close: &[u8],
+        what: &str,
+        lines: &mut Lines,
+    ) -> Result<Step, (u64, String)> {
+        let start = self.at(self.pos);
+        let bytes = &self.buf[self.pos + open..self.end];
+        let Some(i) = memchr::memmem::find(bytes, close) else {
+            return self.more(start, what);
+        };
+        lines.add(&bytes[..i], start + open as u64);
+        self.pos += open + i + close.len();
+        Ok(Step::Done(start, Taken::Skipped))
+    }
+
     fn at(&self, i: usize) -> u64 {
         self.base + i as u64
     }
@@ -136,11 +165,7 @@ impl<R: Read> Lexer<R> {
             b'&' => {
                 // (a reference ends at `;`; a `&` or `<` first means it was not one)
                 let Some(i) = memchr::memchr3(b';', b'&', b'<', &bytes[1..]) else {
-                    return if self.input_done {
-                        Err(not_well_formed(start, "unclosed reference"))
-                    } else {
-                        Ok(Step::More)
-                    };
+                    return self.more(start, "reference");
                 };
                 if bytes[1 + i] != b';' {
                     return Err(not_well_formed(start, "unclosed reference"));
@@ -199,11 +224,7 @@ impl<R: Read> Lexer<R> {
         let start = self.at(pos);
         let bytes = &self.buf[pos..end];
         let Some(gt) = memchr::memchr(b'>', bytes) else {
-            return if self.input_done {
-                Err(not_well_formed(start, "unclosed end tag"))
-            } else {
-                Ok(Step::More)
-            };
+            return self.more(start, "end tag");
         };
         let inside = &bytes[2..gt];
         let name = trim_end(inside);
@@ -237,32 +258,19 @@ impl<R: Read> Lexer<R> {
         let (pos, end) = (self.pos, self.end);
         let start = self.at(pos);
         let bytes = &self.buf[pos..end];
-        let more = |what: &str| {
-            if self.input_done {
-                Err(not_well_formed(start, format_args!("unclosed {what}")))
-            } else {
-                Ok(Step::More)
-            }
-        };
+        if bytes.starts_with(b"<?>") {
+            // (its `?` opens it: it is not also the `?` of its `?>`, as quick-xml had it)
+            return Err(not_well_formed(start, "unclosed processing instruction"));
+        }
         if bytes.starts_with(b"<?") {
-            let Some(i) = memchr::memmem::find(&bytes[2..], b"?>") else {
-                return more("processing instruction");
-            };
-            lines.add(&bytes[2..2 + i], start + 2);
-            self.pos += i + 4;
-            return Ok(Step::Done(start, Taken::Skipped));
+            return self.skip_to(2, b"?>", "processing instruction", lines);
         }
         if bytes.starts_with(b"<!--") {
-            let Some(i) = memchr::memmem::find(&bytes[4..], b"-->") else {
-                return more("comment");
-            };
-            lines.add(&bytes[4..4 + i], start + 4);
-            self.pos += i + 7;
-            return Ok(Step::Done(start, Taken::Skipped));
+            return self.skip_to(4, b"-->", "comment", lines);
         }
         if bytes.starts_with(b"<![CDATA[") {
             let Some(i) = memchr::memmem::find(&bytes[9..], b"]]>") else {
-                return more("CDATA section");
+                return self.more(start, "CDATA section");
             };
             let content = &bytes[9..9 + i];
             let s = std::str::from_utf8(content)
@@ -288,7 +296,7 @@ impl<R: Read> Lexer<R> {
                 }
             }
             let Some(gt) = close else {
-                return more("DOCTYPE");
+                return self.more(start, "DOCTYPE");
             };
             lines.add(&bytes[9..gt], start + 9);
             self.pos += gt + 1;
@@ -302,23 +310,16 @@ impl<R: Read> Lexer<R> {
         let (pos, end) = (self.pos, self.end);
         let start = self.at(pos);
         let bytes = &self.buf[pos..end];
-        let more = |what: &str| {
-            if self.input_done {
-                Err(not_well_formed(start, format_args!("unclosed {what}")))
-            } else {
-                Ok(Step::More)
-            }
-        };
         // a start tag: to its `>`, which a quoted attribute value may hold
         let mut i = 1;
         let gt = loop {
             match memchr::memchr3(b'>', b'"', b'\'', &bytes[i..]) {
-                None => return more("start tag"),
+                None => return self.more(start, "start tag"),
                 Some(j) if bytes[i + j] == b'>' => break i + j,
                 Some(j) => {
                     let quote = bytes[i + j];
                     match memchr::memchr(quote, &bytes[i + j + 1..]) {
-                        None => return more("start tag"),
+                        None => return self.more(start, "start tag"),
                         Some(k) => i = i + j + 1 + k + 1,
                     }
                 }

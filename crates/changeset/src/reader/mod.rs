@@ -606,7 +606,7 @@ mod tests {
 /// The tokenizer against quick-xml (`events::QuickXml`), which the reader used before
 /// it: on every fixture and on generated documents, whole and damaged, both accept the
 /// same documents with the same actions, and reject the same ones at the same line
-/// (bad UTF-8 in text excepted).
+/// (but for bad UTF-8 in text, and newlines in end tags, which quick-xml did not count).
 #[cfg(test)]
 mod against_quick_xml {
     use super::events::QuickXml;
@@ -639,8 +639,10 @@ mod against_quick_xml {
     fn check(doc: &[u8], buffer: usize) -> Result<(), TestCaseError> {
         match both(doc, buffer) {
             (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
-            // (bad UTF-8 is placed at its byte, not at its text's start)
-            (Err(a), Err(_)) if a.message.starts_with("invalid text encoding") => {}
+            // (bad UTF-8 is placed at its byte, not at its text's start; and quick-xml
+            // did not count the newlines inside end tags)
+            (Err(a), Err(_))
+                if a.message.starts_with("invalid text encoding") || newline_in_end_tag(doc) => {}
             (Err(a), Err(b)) => prop_assert_eq!(a.line, b.line, "{} / {}", a, b),
             (a, b) => prop_assert!(
                 false,
@@ -651,6 +653,22 @@ mod against_quick_xml {
             ),
         }
         Ok(())
+    }
+
+    fn newline_in_end_tag(doc: &[u8]) -> bool {
+        memchr::memmem::find_iter(doc, b"</").any(|i| {
+            let tag = &doc[i..];
+            let end = memchr::memchr(b'>', tag).unwrap_or(tag.len());
+            tag[..end].contains(&b'\n')
+        })
+    }
+
+    /// Newlines inside end tags count: an error after one is on the next line.
+    #[test]
+    fn newlines_in_end_tags_count() {
+        let doc = b"<changeset><set-item id='a'><properties><struct><entry name='n'><int>1</int\n></entry><bogus/></struct></properties></set-item></changeset>";
+        let e = read_from(Lexer::new(&doc[..])).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 10), "{e}");
     }
 
     #[test]
