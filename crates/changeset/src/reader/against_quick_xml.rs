@@ -196,7 +196,7 @@ fn well_formed(n: usize, seed: u64) -> String {
              </array></entry></struct></properties></set-item>\n<!-- {i} -->\n",
             v % 2
         ));
-        if v % 3 == 0 {
+        if v.is_multiple_of(3) {
             doc.push_str(&format!("<remove-from-item id='i{i}'><properties><struct><entry name='s'/></struct></properties></remove-from-item>\n"));
         }
     }
