@@ -317,7 +317,8 @@ mod tests {
 
     /// A body of many small frames reaches the reading thread whole and in order, in
     /// chunks of `BODY_CHUNK` (the first read gets a full chunk, not one frame); an
-    /// error from the body ends the reading with an error, after the bytes before it.
+    /// error from the body ends the reading with that error (the apply fails, so the
+    /// bytes gathered before it are not handed over).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn small_frames_are_gathered() {
         let frames: Vec<Vec<u8>> = (0..4000u32)
