@@ -5,6 +5,8 @@
 mod reader;
 mod writer;
 
+#[cfg(feature = "oracle")]
+pub use reader::read_changeset_quick_xml;
 pub use reader::{read_changeset, ParseError, ReadSummary};
 pub use writer::{escape_xml, ChangesetWriter};
 

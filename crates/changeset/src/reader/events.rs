@@ -1,7 +1,7 @@
 //! The reader's events: the changeset vocabulary's element names (`Tag`), the
 //! attributes it uses, what an event left in the parser's state (`Taken`), the newlines
-//! counted for errors' positions (`Lines`); and, in tests, quick-xml's events taken the
-//! same way (`QuickXml`), the tokenizer's oracle.
+//! counted for errors' positions (`Lines`); and, in tests and the fuzz target, quick-xml's
+//! events taken the same way (`QuickXml`), the tokenizer's oracle.
 
 /// The changeset vocabulary's element names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +168,7 @@ impl Lines {
     }
 
     /// Counts the newlines of content that is skipped.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "oracle"))]
     fn skip(&mut self, bytes: &[u8], base: u64) -> Taken {
         self.add(bytes, base);
         Taken::Skipped
@@ -188,14 +188,15 @@ pub(super) enum Taken {
     Skipped,
 }
 
-/// quick-xml's events as the reader takes them: the tokenizer's oracle in tests.
-#[cfg(test)]
+/// quick-xml's events as the reader takes them: the tokenizer's oracle in tests and in
+/// the `changeset` fuzz target (feature `oracle`).
+#[cfg(any(test, feature = "oracle"))]
 pub(super) struct QuickXml<R> {
     reader: quick_xml::Reader<R>,
     buf: Vec<u8>,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "oracle"))]
 impl<R: std::io::BufRead> QuickXml<R> {
     pub(super) fn new(input: R) -> Self {
         let mut reader = quick_xml::Reader::from_reader(input);
@@ -210,7 +211,7 @@ impl<R: std::io::BufRead> QuickXml<R> {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "oracle"))]
 impl<R: std::io::BufRead> super::lexer::Events for QuickXml<R> {
     fn next_event(
         &mut self,
@@ -233,7 +234,7 @@ impl<R: std::io::BufRead> super::lexer::Events for QuickXml<R> {
 /// Takes `ev`'s content into the parser's state: text appended to `text`, the
 /// attributes of a start tag the reader uses into `attrs`, newlines of text and of
 /// skipped content into `lines`.
-#[cfg(test)]
+#[cfg(any(test, feature = "oracle"))]
 fn take_event(
     ev: quick_xml::events::Event<'_>,
     start: u64,
@@ -319,7 +320,7 @@ fn take_event(
     })
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "oracle"))]
 fn memchr_iter(raw: &[u8]) -> impl Iterator<Item = usize> + '_ {
     memchr::memchr_iter(b'\n', raw)
 }

@@ -38,6 +38,17 @@ pub fn read_changeset<R: BufRead, E: From<ParseError>>(
     p.document(&mut on_action)
 }
 
+/// `read_changeset` with quick-xml's reading in place of the tokenizer: the fuzz
+/// target's oracle.
+#[cfg(feature = "oracle")]
+pub fn read_changeset_quick_xml<R: BufRead, E: From<ParseError>>(
+    input: R,
+    mut on_action: impl FnMut(Action) -> Result<(), E>,
+) -> Result<ReadSummary, E> {
+    let mut p = Parser::new(events::QuickXml::new(input));
+    p.document(&mut on_action)
+}
+
 struct Parser<S: Events> {
     source: S,
     lines: Lines,
