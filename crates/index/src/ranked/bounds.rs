@@ -538,8 +538,9 @@ impl<'s> Bounds<'s> {
         }
         // the parts with few documents are scored whole; the others are bounded, from
         // the largest bound (one part: where a few pages are estimated to reach) down
-        // until k documents reach one, then a little below the k-th best score found (ties at it are then all scored, and a k-th best just
-        // under a threshold needs no further round)
+        // until k documents reach one, then a little below the k-th best score found
+        // (ties at it are then all scored, and a k-th best just under a threshold needs
+        // no further round)
         scorer.score(&(&self.few & within))?;
         let share = within.len() as f64 / self.holders.max(1) as f64;
         let mut want = ESTIMATED_PAGES * k as f64;
