@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 fn read_from<S: Events>(source: S) -> Result<Vec<Action>, ParseError> {
     let mut out = Vec::new();
-    Parser::new(source).document(&mut |a| {
+    super::read_from(source, |a| {
         out.push(a);
         Ok::<(), ParseError>(())
     })?;

@@ -384,11 +384,10 @@ impl<R: Read> Events for Lexer<R> {
             }
             match self.step(text, attrs, lines)? {
                 Step::Done(at, taken) => return Ok((at, taken)),
+                // (a step asks for more only while input may come; once it has ended,
+                // the step reports the event unclosed)
                 Step::More => {
-                    if !self.fill()? {
-                        // (a step asks for more only while input may come)
-                        self.input_done = true;
-                    }
+                    self.fill()?;
                 }
             }
         }
@@ -435,7 +434,11 @@ fn reference(name: &[u8]) -> Result<char, String> {
 /// into `attrs`. Every attribute is checked — a name, `=`, a quoted value with valid
 /// references, no name twice — even where unused.
 fn read_attributes(rest: &[u8], attrs: &mut Attrs) -> Result<(), String> {
-    let mut seen: Vec<&[u8]> = Vec::new();
+    // the names read, for repeats: the first few on the stack (a list allocated per tag
+    // was quick-xml's cost here)
+    let mut seen: [&[u8]; 8] = [&[]; 8];
+    let mut more_seen: Vec<&[u8]> = Vec::new();
+    let mut n = 0;
     let mut i = 0;
     loop {
         // (no space is required between attributes: quick-xml, which read them
@@ -478,13 +481,17 @@ fn read_attributes(rest: &[u8], attrs: &mut Attrs) -> Result<(), String> {
         };
         let raw = &rest[i + 1..i + 1 + len];
         i += len + 2;
-        if seen.contains(&key) {
+        if seen[..n.min(seen.len())].contains(&key) || more_seen.contains(&key) {
             return Err(format!(
                 "attribute {} is repeated",
                 String::from_utf8_lossy(key)
             ));
         }
-        seen.push(key);
+        match seen.get_mut(n) {
+            Some(slot) => *slot = key,
+            None => more_seen.push(key),
+        }
+        n += 1;
         let value = unescape(raw)?;
         if let Some(slot) = attrs.slot(key) {
             *slot = Some(value);

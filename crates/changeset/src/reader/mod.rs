@@ -32,10 +32,9 @@ pub struct ReadSummary {
 /// Memory use is bounded by the largest single action, not the document.
 pub fn read_changeset<R: BufRead, E: From<ParseError>>(
     input: R,
-    mut on_action: impl FnMut(Action) -> Result<(), E>,
+    on_action: impl FnMut(Action) -> Result<(), E>,
 ) -> Result<ReadSummary, E> {
-    let mut p = Parser::new(Lexer::new(input));
-    p.document(&mut on_action)
+    read_from(Lexer::new(input), on_action)
 }
 
 /// `read_changeset` with quick-xml's reading in place of the tokenizer: the fuzz
@@ -43,10 +42,17 @@ pub fn read_changeset<R: BufRead, E: From<ParseError>>(
 #[cfg(feature = "oracle")]
 pub fn read_changeset_quick_xml<R: BufRead, E: From<ParseError>>(
     input: R,
+    on_action: impl FnMut(Action) -> Result<(), E>,
+) -> Result<ReadSummary, E> {
+    read_from(events::QuickXml::new(input), on_action)
+}
+
+/// A changeset read from `source`'s events.
+fn read_from<S: Events, E: From<ParseError>>(
+    source: S,
     mut on_action: impl FnMut(Action) -> Result<(), E>,
 ) -> Result<ReadSummary, E> {
-    let mut p = Parser::new(events::QuickXml::new(input));
-    p.document(&mut on_action)
+    Parser::new(source).document(&mut on_action)
 }
 
 struct Parser<S: Events> {
@@ -595,6 +601,30 @@ mod tests {
         let doc = "<?xml version='1.0'\n?><!-- a\nb --><changeset><?pi \n?><set-item id='a'><properties><struct><entry name='d'><string><![CDATA[x\ny]]></string></entry>\n  <bogus/></struct></properties></set-item></changeset>";
         let e = read(doc).unwrap_err();
         assert_eq!((e.line, e.column), (6, 3), "{e}");
+    }
+
+    /// A repeated attribute is an error wherever it comes, among a few attributes or
+    /// many (past those noted on the stack).
+    #[test]
+    fn repeated_attributes() {
+        let tag = |attrs: &str| {
+            read(&format!("<changeset><set-item id='a'><properties><struct><entry name='n'{attrs}/></struct></properties></set-item></changeset>"))
+        };
+        let many: String = (0..10).map(|i| format!(" a{i}='{i}'")).collect();
+        assert!(tag(&many).is_ok());
+        for again in [" name='m'", " a0='x'", " a8='x'", " a9='x'"] {
+            let e = tag(&format!("{many}{again}")).unwrap_err();
+            assert!(e.message.contains("is repeated"), "{e}");
+        }
+    }
+
+    /// A UTF-8 byte order mark before the document is not content; elsewhere it is
+    /// text (here, before the root: an error).
+    #[test]
+    fn byte_order_mark() {
+        let doc = "<changeset><add-item id='a'/></changeset>";
+        assert_eq!(read(&format!("\u{feff}{doc}")).unwrap(), read(doc).unwrap());
+        assert!(read(&format!(" \u{feff}{doc}")).is_err());
     }
 
     #[test]
