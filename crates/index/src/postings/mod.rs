@@ -18,20 +18,20 @@ use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
-use discern_dimensions::{Dimension, DimensionKind, Dimensions, ElementSet, IndexedValue};
+use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue};
 use imbl::OrdMap;
 
-use crate::numbering::{Numbered, Vocabularies};
-use crate::FastMap;
-use rayon::prelude::*;
+use crate::numbering::Numbered;
 use roaring::RoaringBitmap;
 
 mod apply;
 mod codes;
+mod count;
 mod frozen;
 mod posting;
 pub use apply::SpareSlot;
 pub(crate) use apply::{commit, PostingsDelta};
+pub(crate) use count::build;
 use frozen::{Frozen, FROZEN_MIN_KEYS};
 pub(crate) use posting::{union, Posting, PostingRef};
 
@@ -523,178 +523,6 @@ impl KeyBuf {
 /// Doc numbers in ascending order (as `build` pushes them) as a bitmap.
 fn bitmap_of_sorted(docs: &[u32]) -> RoaringBitmap {
     RoaringBitmap::from_sorted_iter(docs.iter().copied()).unwrap_or_default()
-}
-
-/// Postings counted from scratch from `docs` (doc number, values), in ascending doc
-/// order; dimensions in parallel.
-pub(crate) fn build(
-    dims: &Dimensions,
-    vocab: &Vocabularies,
-    docs: &[(u32, &crate::Doc)],
-) -> (Postings, RoaringBitmap) {
-    // Each dimension's documents in runs, counted on every core and joined in document
-    // order: one dimension (a text's words) is most of the work.
-    let run = docs
-        .len()
-        .div_ceil(4 * rayon::current_num_threads())
-        .max(BUILD_RUN);
-    let per_dim: Vec<Option<Arc<DimPostings>>> = dims
-        .dims
-        .par_iter()
-        .enumerate()
-        .map(|(di, d)| {
-            let vocab = vocab.get(di).and_then(|v| v.as_deref()).map(|v| v.read());
-            let mut built = docs
-                .par_chunks(run)
-                .map(|docs| count_run(d, di, vocab.as_deref(), docs))
-                .reduce(Counted::default, Counted::join);
-            if let DimensionKind::Text(t) = &d.kind {
-                if built.stats.len() < t.fields.len() {
-                    built.stats.resize(t.fields.len(), (0, 0));
-                }
-            }
-            let entries = built
-                .keys
-                .into_par_iter()
-                .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
-                .collect();
-            Some(Arc::new(DimPostings {
-                has: Arc::new(bitmap_of_sorted(&built.has)),
-                field_stats: built.stats,
-                ..DimPostings::of_entries(entries, freezable(d))
-            }))
-        })
-        .collect();
-    let live: RoaringBitmap = docs.iter().map(|(n, _)| *n).collect();
-    (Arc::new(per_dim), live)
-}
-
-/// Documents a task of `build` counts at least (tests join runs of a few).
-const BUILD_RUN: usize = if cfg!(test) { 3 } else { 16_384 };
-
-/// One dimension's postings counted over a run of documents (`count_run`).
-#[derive(Default)]
-struct Counted {
-    /// Per key, in key order: its documents, ascending.
-    keys: Vec<(Box<[u8]>, Vec<u32>)>,
-    /// The documents with a value, ascending.
-    has: Vec<u32>,
-    /// A text dimension's (tokens, documents with the field) per field.
-    stats: Vec<(u64, u64)>,
-}
-
-impl Counted {
-    /// `self` then `later` (a run of later documents).
-    fn join(mut self, later: Counted) -> Counted {
-        // (the identity, or a run without values of a dimension without fields)
-        if self.keys.is_empty() && self.has.is_empty() && self.stats.is_empty() {
-            return later;
-        }
-        let mut keys = Vec::with_capacity(self.keys.len().max(later.keys.len()));
-        let mut b = later.keys.into_iter().peekable();
-        for (k, mut list) in self.keys {
-            while let Some(e) = b.next_if(|(bk, _)| *bk < k) {
-                keys.push(e);
-            }
-            if let Some((_, more)) = b.next_if(|(bk, _)| *bk == k) {
-                list.extend(more);
-            }
-            keys.push((k, list));
-        }
-        keys.extend(b);
-        self.keys = keys;
-        self.has.extend(later.has);
-        if self.stats.len() < later.stats.len() {
-            self.stats.resize(later.stats.len(), (0, 0));
-        }
-        for (s, l) in self.stats.iter_mut().zip(later.stats) {
-            (s.0, s.1) = (s.0 + l.0, s.1 + l.1);
-        }
-        self
-    }
-}
-
-/// Document `n` appended to `key`'s list in `count_run`'s map (documents come in
-/// ascending order).
-fn push_doc(map: &mut FastMap<Box<[u8]>, (Vec<u32>, u32)>, key: &[u8], n: u32) {
-    match map.get_mut(key) {
-        Some((list, _)) => list.push(n),
-        None => {
-            map.insert(key.into(), (vec![n], 1));
-        }
-    }
-}
-
-/// Dimension `di`'s postings over `docs` (ascending document numbers).
-fn count_run(
-    d: &Dimension,
-    di: usize,
-    vocab: Option<&Numbered>,
-    docs: &[(u32, &crate::Doc)],
-) -> Counted {
-    // doc numbers per key pushed in ascending order; beside them, how often the last
-    // document holds the key (for level keys)
-    let mut map: FastMap<Box<[u8]>, (Vec<u32>, u32)> = FastMap::default();
-    let mut has = Vec::new();
-    let mut stats: Vec<(u64, u64)> = match &d.kind {
-        DimensionKind::Text(t) => vec![(0, 0); t.fields.len()],
-        _ => Vec::new(),
-    };
-    let mut kb = KeyBuf::new();
-    let tree = tree_of(d).map(|t| &**t);
-    let mut level_key = Vec::new();
-    for &(n, doc) in docs {
-        let Some(v) = doc.value(di) else {
-            continue;
-        };
-        let v = &*v;
-        has.push(n);
-        let text = matches!(v, IndexedValue::Terms(_));
-        if let IndexedValue::Terms(terms) = v {
-            if stats.len() < terms.groups() {
-                stats.resize(terms.groups(), (0, 0));
-            }
-            for (st, (fi, len)) in stats.iter_mut().zip(terms.group_lens().enumerate()) {
-                if len > 0 {
-                    st.0 += len as u64;
-                    st.1 += 1;
-                    push_doc(&mut map, &text_length_key(fi, length_class(len)), n);
-                }
-            }
-        }
-        // documents come in ascending order: a repeated key of this document is the
-        // last entry of its list already
-        kb.fill_unsorted(v, tree, vocab);
-        for k in kb.keys() {
-            let level = match map.get_mut(k) {
-                Some((list, count)) if list.last() == Some(&n) => {
-                    *count += 1;
-                    *count
-                }
-                Some((list, count)) => {
-                    list.push(n);
-                    *count = 1;
-                    1
-                }
-                None => {
-                    map.insert(k.into(), (vec![n], 1));
-                    1
-                }
-            };
-            if text && level >= 2 && level <= MAX_LEVEL as u32 {
-                level_key.clear();
-                let field = u16::from_be_bytes([k[0], k[1]]);
-                level_key.extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
-                level_key.push(level as u8);
-                level_key.extend_from_slice(&k[2..]);
-                push_doc(&mut map, &level_key, n);
-            }
-        }
-    }
-    let mut keys: Vec<(Box<[u8]>, Vec<u32>)> =
-        map.into_iter().map(|(k, (list, _))| (k, list)).collect();
-    keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Counted { keys, has, stats }
 }
 
 #[cfg(test)]
