@@ -228,7 +228,7 @@ mod tests {
                 Just(u32::MAX - 1),
             ]), 0..60),
         ) {
-            let mut want = vec![u32::MAX; 30];
+            let mut want = [u32::MAX; 30];
             let mut v = ElemIds::filled(30, u32::MAX);
             for (i, x) in sets {
                 want[i] = x;
