@@ -53,6 +53,14 @@ class Server:
         r = self.conn.getresponse()
         return r.status, r.read()
 
+    def timed_post(self, path, body):
+        """Milliseconds to POST `body` to `path` and read the answer, which must be a 200."""
+        t = time.perf_counter()
+        status, _ = self.request("POST", path, body)
+        if status != 200:
+            raise RuntimeError(f"{status} for {body}")
+        return (time.perf_counter() - t) * 1e3
+
     def stop(self):
         """SIGKILL: no index save at exit, so the next measurement starts at once."""
         self.proc.kill()

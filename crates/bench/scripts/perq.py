@@ -9,7 +9,6 @@ request builds or faults in on first use).
 
 import argparse
 import statistics
-import time
 
 from common import Server, queries
 
@@ -25,24 +24,16 @@ args = ap.parse_args()
 srv = Server.attach(args.port)
 
 
-def timed(path, body):
-    t = time.perf_counter()
-    status, _ = srv.request("POST", path, body)
-    if status != 200:
-        raise RuntimeError(f"{status} for {body}")
-    return (time.perf_counter() - t) * 1e3
-
-
 reqs = queries(args.dataset, args.cls)[: args.count]
 if args.two_passes:
-    first = [timed(p, b) for _, p, b in reqs]
-    second = [timed(p, b) for _, p, b in reqs]
+    first = [srv.timed_post(p, b) for _, p, b in reqs]
+    second = [srv.timed_post(p, b) for _, p, b in reqs]
     for a, b, (_, _, body) in sorted(zip(first, second, reqs), key=lambda r: r[1] - r[0]):
         print(f"{a:8.2f} {b:8.2f}  {body[:140]}")
     print(f"median first {statistics.median(first):.2f} ms, second {statistics.median(second):.2f} ms;"
           f" sums {sum(first):.0f} / {sum(second):.0f} ms")
 else:
-    best = sorted((min(timed(p, b) for _ in range(args.reps)), b) for _, p, b in reqs)
+    best = sorted((min(srv.timed_post(p, b) for _ in range(args.reps)), b) for _, p, b in reqs)
     for ms, body in best:
         print(f"{ms:8.2f}  {body[:160]}")
     times = [ms for ms, _ in best]
