@@ -55,7 +55,7 @@ pub(crate) fn build(
             let entries = built
                 .keys
                 .into_par_iter()
-                .filter_map(|(k, lists)| Some((k, Posting::of(lists.bitmap())?)))
+                .filter_map(|(k, list)| Some((k, Posting::of(bitmap_of_sorted(&list))?)))
                 .collect();
             let postings = Some(Arc::new(DimPostings {
                 has: Arc::new(bitmap_of_sorted(&built.has)),
@@ -78,7 +78,7 @@ const BUILD_RUN: usize = if cfg!(test) { 3 } else { 16_384 };
 #[derive(Default)]
 struct Counted {
     /// Per key, in key order: its documents, ascending.
-    keys: Vec<(Box<[u8]>, RunLists)>,
+    keys: Vec<(Box<[u8]>, Vec<u32>)>,
     /// The documents with a value, ascending.
     has: Vec<u32>,
     /// A text dimension's (tokens, documents with the field) per field.
@@ -94,14 +94,14 @@ impl Counted {
         }
         let mut keys = Vec::with_capacity(self.keys.len().max(later.keys.len()));
         let mut b = later.keys.into_iter().peekable();
-        for (k, lists) in self.keys {
+        for (k, mut list) in self.keys {
             while let Some(e) = b.next_if(|(bk, _)| *bk < k) {
                 keys.push(e);
             }
-            match b.next_if(|(bk, _)| *bk == k) {
-                Some((_, more)) => keys.push((k, lists.then(more))),
-                None => keys.push((k, lists)),
+            if let Some((_, more)) = b.next_if(|(bk, _)| *bk == k) {
+                list.extend(more);
             }
+            keys.push((k, list));
         }
         keys.extend(b);
         self.keys = keys;
@@ -187,44 +187,7 @@ fn count_run(
         slots.into_keys(vocab, &mut keys);
     }
     keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let keys = keys
-        .into_iter()
-        .map(|(k, list)| (k, RunLists::One(list)))
-        .collect();
     Counted { keys, has, stats }
-}
-
-/// A key's documents, ascending, as the runs that hold it counted them: joining two runs
-/// moves their lists rather than copying them into one (the joins of a million
-/// descriptions' runs copied every list once a level: about a tenth of a bulk load's
-/// count).
-enum RunLists {
-    One(Vec<u32>),
-    Many(Vec<Vec<u32>>),
-}
-
-impl RunLists {
-    /// These documents, then `later`'s (a later run's: every one greater).
-    fn then(self, later: RunLists) -> RunLists {
-        let mut lists = match self {
-            RunLists::One(list) => vec![list],
-            RunLists::Many(lists) => lists,
-        };
-        match later {
-            RunLists::One(list) => lists.push(list),
-            RunLists::Many(more) => lists.extend(more),
-        }
-        RunLists::Many(lists)
-    }
-
-    fn bitmap(&self) -> RoaringBitmap {
-        match self {
-            RunLists::One(list) => bitmap_of_sorted(list),
-            RunLists::Many(lists) => {
-                RoaringBitmap::from_sorted_iter(lists.iter().flatten().copied()).unwrap_or_default()
-            }
-        }
-    }
 }
 
 /// Document `n` holds key `k` once more (in `count_run`'s map): appended to its list
