@@ -3,8 +3,7 @@
 (streamed by curl), 5 s idle, the dataset's deltas back to back, then optionally the
 did-you-mean and text classes once each over one kept-alive connection. Prints the
 bulk's rate, resident memory, each delta's time to its 201, the process's CPU over the
-deltas and, with
-`RUST_LOG=discern_engine=debug`, each delta's snapshot preparation.
+deltas and, with `RUST_LOG=discern_engine=debug`, each delta's snapshot preparation.
 
     crates/bench/scripts/after_bulk.py --binary target/release/discern --dataset /tmp/ds1m \\
         [--perf /tmp/deltas.perf] [--queries --wait 0]

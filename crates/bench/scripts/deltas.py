@@ -12,8 +12,9 @@ generator's first deltas were applied to and a `--deltas` directory of a longer 
 with the same seed (`gen_dataset.py --deltas 40 --formats deltas`), so that each delta
 changes items for the first time. The copy is not the benchmark's state: `cp` leaves
 the item store in large page-cache folios, which make the store's 4 KiB writes dearer
-(`after_bulk.py` replays the benchmark's own order). With `KEEP_WORK=1` in the environment the work dir
-(and the server's log, e.g. with `RUST_LOG=discern_engine=debug`) is left in place.
+(`after_bulk.py` replays the benchmark's own order). With `KEEP_WORK=1` in the
+environment the work dir (and the server's log, e.g. with
+`RUST_LOG=discern_engine=debug`) is left in place.
 """
 
 import argparse
