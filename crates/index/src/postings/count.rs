@@ -164,17 +164,17 @@ fn count_run(
                     push_doc(&mut map, &text_length_key(fi, length_class(len)), n);
                 }
             }
-        }
-        if let (IndexedValue::Terms(terms), Some(slots)) = (v, slots.as_mut()) {
-            for fi in 0..terms.groups() {
-                for number in terms.group(fi) {
-                    if !slots.add(fi, number, n) {
-                        let token = vocab.and_then(|v| v.get(number)).unwrap_or_default();
-                        count_key(&mut map, &text_key(fi, token), n, true, &mut level_key);
+            if let Some(slots) = slots.as_mut() {
+                for fi in 0..terms.groups() {
+                    for number in terms.group(fi) {
+                        if !slots.add(fi, number, n) {
+                            let token = vocab.and_then(|v| v.get(number)).unwrap_or_default();
+                            count_key(&mut map, &text_key(fi, token), n, true, &mut level_key);
+                        }
                     }
                 }
+                continue;
             }
-            continue;
         }
         kb.fill_unsorted(v, tree, vocab);
         for k in kb.keys() {
@@ -191,9 +191,7 @@ fn count_run(
 }
 
 /// Document `n` holds key `k` once more (in `count_run`'s map): appended to its list
-/// when first held, and for a text token held again, to its level key's (documents
-/// come in ascending order: a key this document repeats is the last entry of its list
-/// already).
+/// when first held, and for a text token held again, to its level key's.
 fn count_key(
     map: &mut FastMap<Box<[u8]>, (Vec<u32>, u32)>,
     k: &[u8],
@@ -202,15 +200,7 @@ fn count_key(
     level_key: &mut Vec<u8>,
 ) {
     let level = match map.get_mut(k) {
-        Some((list, count)) if list.last() == Some(&n) => {
-            *count += 1;
-            *count
-        }
-        Some((list, count)) => {
-            list.push(n);
-            *count = 1;
-            1
-        }
+        Some((list, count)) => held_again(list, count, n),
         None => {
             map.insert(k.into(), (vec![n], 1));
             1
@@ -224,6 +214,20 @@ fn count_key(
         level_key.extend_from_slice(&k[2..]);
         push_doc(map, level_key, n);
     }
+}
+
+/// Document `n` holds a key already met once more: appended to the key's documents
+/// (`list`) if it is new there, and its level — how many times `n` holds the key so far,
+/// kept in `count` — returned. Documents come in ascending order, so a key this
+/// document repeats has it last in its list already.
+fn held_again(list: &mut Vec<u32>, count: &mut u32, n: u32) -> u32 {
+    if list.last() == Some(&n) {
+        *count += 1;
+    } else {
+        list.push(n);
+        *count = 1;
+    }
+    *count
 }
 
 /// Slots for `TokenSlots` at most (a text dimension's fields × its vocabulary; in tests
@@ -281,14 +285,7 @@ impl TokenSlots {
             return true;
         }
         let (_, list, count) = &mut self.lists[*slot as usize - 1];
-        let level = if list.last() == Some(&n) {
-            *count += 1;
-            *count
-        } else {
-            list.push(n);
-            *count = 1;
-            1
-        };
+        let level = held_again(list, count, n);
         if (2..=MAX_LEVEL as u32).contains(&level) {
             self.levels.entry((code, level as u8)).or_default().push(n);
         }
