@@ -335,6 +335,8 @@ fn replay_in_process(
 }
 
 fn main() -> anyhow::Result<()> {
+    // (the in-process replay runs the engine's code: on the engine's allocator settings)
+    discern_engine::alloc::keep_freed_memory();
     let args = Args::parse();
     let ds = &args.dataset;
     let manifest: serde_json::Value =

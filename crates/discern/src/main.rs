@@ -60,6 +60,7 @@ enum Command {
 }
 
 fn main() {
+    discern_engine::alloc::keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -106,6 +106,35 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+/// mimalloc's option number for its purge delay (`mi_option_purge_delay` in v3's
+/// `mimalloc.h`, the sixteenth of `mi_option_e`; `libmimalloc-sys` names no constant
+/// for it). `tests/purge_delay.rs` checks the effect, not the number.
+const MI_OPTION_PURGE_DELAY: mi::mi_option_t = 15;
+
+/// How long the allocator keeps memory freed to it before returning it to the OS:
+/// 10 s, not mimalloc's 1 s.
+///
+/// Why: on the VMs this engine is measured on, memory returned to the OS goes back to
+/// the host within seconds, and touching it again costs ~4 ms a 2 MiB page against
+/// ~0.2 ms for memory kept (`crates/bench/scripts/fresh_pages.py`). mimalloc purges an
+/// arena's freed memory all at once when its delay runs out, however recently each
+/// part was freed, so with 1 s the requests' working memory was returned about once a
+/// second and faulted in again. The engine returns memory itself where it frees much
+/// of it at once (`process::release_free_memory`: after a large apply, when applies
+/// pause, after a large export, after an index is built or loaded), which a forced
+/// purge does whatever the delay. `MIMALLOC_PURGE_DELAY` in the environment wins.
+pub const PURGE_DELAY_MS: i64 = 10_000;
+
+/// Sets the allocator's purge delay to `PURGE_DELAY_MS` unless the environment sets
+/// one. The binary calls it first thing.
+pub fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: mi_option_set takes two plain integers and stores the value; any
+        // thread may call it at any time.
+        unsafe { mi::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS as _) };
+    }
+}
+
 /// Bytes currently allocated through the counting allocator (0 when not installed).
 pub fn allocated_bytes() -> u64 {
     ALLOCATED.load(Ordering::Relaxed) as u64

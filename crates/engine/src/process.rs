@@ -143,8 +143,9 @@ pub fn threads_peak() -> u64 {
     THREADS_PEAK.load(Ordering::Relaxed)
 }
 
-/// Bytes the allocator holds from the operating system (`committed` heap), at least
-/// the bytes in use.
+/// Bytes the allocator counts as committed (`committed` heap), at least the bytes in
+/// use. On Linux mimalloc's purge returns pages (`MADV_DONTNEED`) without lowering
+/// this count: resident memory, not this, shows what a purge gave back.
 pub fn heap_committed_bytes(in_use: u64) -> u64 {
     let mut commit = 0usize;
     let mut ignored = [0usize; 7];
