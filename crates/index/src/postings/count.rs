@@ -9,8 +9,8 @@ use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use super::{
-    bitmap_of_sorted, freezable, length_class, text_key, text_length_key, text_level_key, tree_of,
-    DimPostings, KeyBuf, Posting, Postings, LEVEL_BIT, MAX_LEVEL,
+    bitmap_of_sorted, freezable, length_class, text_key, text_length_key, text_level_key,
+    text_level_key_into, tree_of, DimPostings, KeyBuf, Posting, Postings, MAX_LEVEL,
 };
 use crate::numbering::{Numbered, Vocabularies};
 use crate::FastMap;
@@ -207,11 +207,8 @@ fn count_key(
         }
     };
     if text && (2..=MAX_LEVEL as u32).contains(&level) {
-        level_key.clear();
         let field = u16::from_be_bytes([k[0], k[1]]);
-        level_key.extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
-        level_key.push(level as u8);
-        level_key.extend_from_slice(&k[2..]);
+        text_level_key_into(level_key, field, level as u8, &k[2..]);
         push_doc(map, level_key, n);
     }
 }

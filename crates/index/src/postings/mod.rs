@@ -381,10 +381,17 @@ pub(crate) const MAX_LEVEL: u8 = u8::MAX;
 /// field `field`.
 pub(crate) fn text_level_key(field: usize, level: u8, token: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(3 + token.len());
-    k.extend_from_slice(&(field as u16 | LEVEL_BIT).to_be_bytes());
-    k.push(level);
-    k.extend_from_slice(token.as_bytes());
+    text_level_key_into(&mut k, field as u16, level, token.as_bytes());
     k
+}
+
+/// `text_level_key` made in `out` (emptied first), the token as bytes: a token key's
+/// (`text_key`) after its field.
+pub(crate) fn text_level_key_into(out: &mut Vec<u8>, field: u16, level: u8, token: &[u8]) {
+    out.clear();
+    out.extend_from_slice(&(field | LEVEL_BIT).to_be_bytes());
+    out.push(level);
+    out.extend_from_slice(token);
 }
 
 /// The key of the documents whose field `field` is `class` long (`length_class`):
