@@ -49,7 +49,12 @@ pub fn handed_over_here() -> u64 {
 
 /// The items one caller is about to read.
 struct Job {
-    table: Arc<ItemsTable>,
+    /// Lent while the caller holds its `ReadAhead`: a read transaction keeps the item
+    /// store's file open and locked, and a store closed and opened again at once (a
+    /// restart in the same process) must not find it still held by a reader thread.
+    table: Mutex<Option<Arc<ItemsTable>>>,
+    /// Reads under way (each holding the table).
+    reading: AtomicUsize,
     ids: Vec<String>,
     /// The next id a reader thread takes.
     next: AtomicUsize,
@@ -106,11 +111,28 @@ fn wants_one_more(job: &Job) -> bool {
 
 /// Reads the job's items until every one is taken or the caller is done.
 fn read(job: &Job) {
-    while !job.done.load(Ordering::Relaxed) {
-        let i = job.next.fetch_add(1, Ordering::Relaxed);
-        let Some(id) = job.ids.get(i) else { return };
-        // only the pages matter: what the read found, or failed to, does not
-        let _ = job.table.get(id.as_str());
+    loop {
+        // (counted before `done` is checked: the caller, once it has set `done`, waits
+        // for every read counted to end)
+        job.reading.fetch_add(1, Ordering::SeqCst);
+        let table = if job.done.load(Ordering::SeqCst) {
+            None
+        } else {
+            job.table.lock().ok().and_then(|t| t.clone())
+        };
+        let more = table.is_some_and(|table| {
+            let i = job.next.fetch_add(1, Ordering::Relaxed);
+            let Some(id) = job.ids.get(i) else {
+                return false;
+            };
+            // only the pages matter: what the read found, or failed to, does not
+            let _ = table.get(id.as_str());
+            true
+        });
+        job.reading.fetch_sub(1, Ordering::SeqCst);
+        if !more {
+            return;
+        }
     }
 }
 
@@ -133,7 +155,8 @@ impl ReadAhead {
             return ReadAhead { job: None };
         };
         let job = Arc::new(Job {
-            table: table.clone(),
+            table: Mutex::new(Some(table.clone())),
+            reading: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
             handed: AtomicUsize::new(1),
             wanted: ids.len().min(threads),
@@ -155,9 +178,18 @@ impl ReadAhead {
 }
 
 impl Drop for ReadAhead {
+    /// Stops the reads, takes the table back from the job and waits for the reads under
+    /// way (each a page in memory, or one from the disk): after this, no reader thread
+    /// holds the item store open for this caller.
     fn drop(&mut self) {
         if let Some(job) = &self.job {
-            job.done.store(true, Ordering::Relaxed);
+            job.done.store(true, Ordering::SeqCst);
+            if let Ok(mut table) = job.table.lock() {
+                table.take();
+            }
+            while job.reading.load(Ordering::SeqCst) > 0 {
+                std::thread::yield_now();
+            }
         }
     }
 }
@@ -206,7 +238,8 @@ mod tests {
     fn nothing_is_read_once_the_caller_is_done() {
         let (_dir, table) = table_of(3);
         let job = Job {
-            table,
+            table: Mutex::new(Some(table)),
+            reading: AtomicUsize::new(0),
             ids: vec!["i0".into(), "i1".into(), "i2".into()],
             next: AtomicUsize::new(0),
             handed: AtomicUsize::new(1),
@@ -222,7 +255,8 @@ mod tests {
         let (_dir, table) = table_of(3);
         for wanted in [1, 2, 4] {
             let job = Job {
-                table: table.clone(),
+                table: Mutex::new(Some(table.clone())),
+                reading: AtomicUsize::new(0),
                 ids: vec!["i0".into(), "i1".into(), "i2".into()],
                 next: AtomicUsize::new(0),
                 handed: AtomicUsize::new(1),
@@ -233,6 +267,23 @@ mod tests {
             let handed_on = (0..8).take_while(|_| wants_one_more(&job)).count();
             assert_eq!(handed_on, wanted - 1, "wanted {wanted}");
         }
+    }
+
+    /// A reader thread may still hold a job after its caller is done with it (queued,
+    /// or between two jobs): the job must not keep the item store open then.
+    #[test]
+    fn a_job_its_caller_dropped_holds_no_table() {
+        let (_dir, table) = table_of(50);
+        let ids: Vec<String> = (0..50).map(|i| format!("i{i}")).collect();
+        let ahead = ReadAhead::start(&table, ids);
+        let held_by_a_reader = ahead.job.clone().expect("a job for 50 ids");
+        drop(ahead);
+        assert_eq!(Arc::strong_count(&table), 1, "the table is still lent");
+        assert_eq!(held_by_a_reader.reading.load(Ordering::SeqCst), 0);
+        // and a reader that takes the job now reads nothing
+        let next = held_by_a_reader.next.load(Ordering::SeqCst);
+        read(&held_by_a_reader);
+        assert_eq!(held_by_a_reader.next.load(Ordering::SeqCst), next);
     }
 
     #[test]
