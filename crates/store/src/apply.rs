@@ -174,7 +174,7 @@ impl Store {
             inner: body,
             log: &mut log,
         };
-        let (actions, counts) = apply_items(&self.db, &txn, ty, tee, on_change)?;
+        let (actions, counts) = apply_items(&self.db, &self.reading, &txn, ty, tee, on_change)?;
         if actions == 0 && ty != ChangesetType::Reset {
             txn.abort().map_err(db_err)?;
             return Ok(ApplyOutcome::Empty);
@@ -325,7 +325,14 @@ impl Store {
         let file = fs::File::open(self.log_path(&meta.id)).map_err(|e| fail(e.to_string()))?;
         let mut body = Md5Reader::new(zstd::stream::read::Decoder::new(file)?);
         if let Some(ty) = entry.semantics {
-            apply_items(&self.db, &txn, ty, &mut body, &mut |_| Ok(()))?;
+            apply_items(
+                &self.db,
+                &self.reading,
+                &txn,
+                ty,
+                &mut body,
+                &mut |_| Ok(()),
+            )?;
         }
         io::copy(&mut body, &mut io::sink())?;
         let (md5, length) = body.finish();
@@ -372,6 +379,7 @@ const READ_AHEAD_THREADS: usize = 4;
 /// commit, until this thread has applied every action.
 fn apply_items(
     db: &Database,
+    reading_pages: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
     txn: &WriteTransaction,
     ty: ChangesetType,
     body: impl Read + Send,
@@ -401,7 +409,7 @@ fn apply_items(
     let read_ahead = |batch: &[Action]| {
         if let Some(table) = &last_commit {
             let ids = batch.iter().map(|a| a.id().to_string()).collect();
-            let job = ReadAhead::start_on(table, ids, READ_AHEAD_THREADS);
+            let job = ReadAhead::start_on(table, ids, READ_AHEAD_THREADS, reading_pages);
             if let Ok(mut reading) = reading.lock() {
                 reading.push_back(job);
             }

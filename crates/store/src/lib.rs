@@ -40,6 +40,8 @@ pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
 /// One consistent read snapshot of the item store (see `Store::reader`).
 pub struct ItemReader {
     items: std::sync::Arc<pages::ItemsTable>,
+    /// The store's reads by reader threads (`pages::wait_for_reads`).
+    reading: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ItemReader {
@@ -47,7 +49,11 @@ impl ItemReader {
     /// that follow (in any order, through this reader) find their pages in memory.
     /// Reading stops when the returned value is dropped.
     pub fn read_ahead<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> ReadAhead {
-        ReadAhead::start(&self.items, ids.into_iter().map(str::to_string).collect())
+        ReadAhead::start(
+            &self.items,
+            ids.into_iter().map(str::to_string).collect(),
+            &self.reading,
+        )
     }
 
     pub fn get(&self, id: &str) -> Result<Option<Record>> {
@@ -109,6 +115,9 @@ pub struct Store {
     dir: PathBuf,
     log_dir: PathBuf,
     db: Database,
+    /// Reads under way by the reader threads (`pages`) through tables of `db`: each
+    /// keeps its file open and locked, so closing waits for them.
+    reading: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     retain_snapshots: usize,
     /// Taken after a write transaction, never before (see `sync`).
     durable: parking_lot::Mutex<Durable>,
@@ -187,6 +196,7 @@ impl Store {
             dir: dir.to_path_buf(),
             log_dir,
             db,
+            reading: Default::default(),
             retain_snapshots: retain_snapshots.max(1),
             durable: parking_lot::Mutex::new(Durable {
                 journal,
@@ -354,6 +364,7 @@ impl Store {
         let txn = self.db.begin_read().map_err(db_err)?;
         Ok(ItemReader {
             items: std::sync::Arc::new(txn.open_table(ITEMS).map_err(db_err)?),
+            reading: self.reading.clone(),
         })
     }
 
@@ -414,6 +425,8 @@ impl Drop for Store {
         if let Err(e) = self.sync() {
             tracing::warn!(error = %e, "could not make the item store durable at close");
         }
+        // (a store opened again at once must not find the file still locked)
+        pages::wait_for_reads(&self.reading);
     }
 }
 

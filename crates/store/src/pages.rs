@@ -53,8 +53,9 @@ struct Job {
     /// store's file open and locked, and a store closed and opened again at once (a
     /// restart in the same process) must not find it still held by a reader thread.
     table: Mutex<Option<Arc<ItemsTable>>>,
-    /// Reads under way (each holding the table).
-    reading: AtomicUsize,
+    /// Reads under way of the store the table is of, each holding the table
+    /// (`Store` waits for none before it closes).
+    reading: Arc<AtomicUsize>,
     ids: Vec<String>,
     /// The next id a reader thread takes.
     next: AtomicUsize,
@@ -145,18 +146,27 @@ pub struct ReadAhead {
 impl ReadAhead {
     /// Hands `ids` to a reader thread, which hands them on (never waiting for a queue
     /// with room); a single id is left for the caller to read.
-    pub(crate) fn start(table: &Arc<ItemsTable>, ids: Vec<String>) -> ReadAhead {
-        Self::start_on(table, ids, THREADS)
+    pub(crate) fn start(
+        table: &Arc<ItemsTable>,
+        ids: Vec<String>,
+        reading: &Arc<AtomicUsize>,
+    ) -> ReadAhead {
+        Self::start_on(table, ids, THREADS, reading)
     }
 
     /// `start`, read by at most `threads` reader threads.
-    pub(crate) fn start_on(table: &Arc<ItemsTable>, ids: Vec<String>, threads: usize) -> ReadAhead {
+    pub(crate) fn start_on(
+        table: &Arc<ItemsTable>,
+        ids: Vec<String>,
+        threads: usize,
+        reading: &Arc<AtomicUsize>,
+    ) -> ReadAhead {
         let Some(pool) = pool().filter(|_| ids.len() > 1) else {
             return ReadAhead { job: None };
         };
         let job = Arc::new(Job {
             table: Mutex::new(Some(table.clone())),
-            reading: AtomicUsize::new(0),
+            reading: reading.clone(),
             next: AtomicUsize::new(0),
             handed: AtomicUsize::new(1),
             wanted: ids.len().min(threads),
@@ -178,19 +188,26 @@ impl ReadAhead {
 }
 
 impl Drop for ReadAhead {
-    /// Stops the reads, takes the table back from the job and waits for the reads under
-    /// way (each a page in memory, or one from the disk): after this, no reader thread
-    /// holds the item store open for this caller.
+    /// Stops the reads and takes the table back from the job: a reader thread that
+    /// still holds the job then holds the item store open only for a read under way
+    /// (`wait_for_reads`), not for as long as it keeps the job. (The caller does not
+    /// wait for that read: the page it is for is one the caller has read itself.)
     fn drop(&mut self) {
         if let Some(job) = &self.job {
             job.done.store(true, Ordering::SeqCst);
             if let Ok(mut table) = job.table.lock() {
                 table.take();
             }
-            while job.reading.load(Ordering::SeqCst) > 0 {
-                std::thread::yield_now();
-            }
         }
+    }
+}
+
+/// Waits until no reader thread reads through a table lent with `reading` (each read
+/// a page in memory, or one from the disk). Once every `ReadAhead` made with it is
+/// dropped, none starts again.
+pub(crate) fn wait_for_reads(reading: &AtomicUsize) {
+    while reading.load(Ordering::SeqCst) > 0 {
+        std::thread::yield_now();
     }
 }
 
@@ -221,7 +238,7 @@ mod tests {
         let (_dir, table) = table_of(50);
         let ids: Vec<String> = (0..50).map(|i| format!("i{i}")).collect();
         let before = handed_over_here();
-        let ahead = ReadAhead::start(&table, ids);
+        let ahead = ReadAhead::start(&table, ids, &Arc::default());
         assert_eq!(handed_over_here() - before, 50);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while ahead.taken() < 50 {
@@ -239,7 +256,7 @@ mod tests {
         let (_dir, table) = table_of(3);
         let job = Job {
             table: Mutex::new(Some(table)),
-            reading: AtomicUsize::new(0),
+            reading: Arc::default(),
             ids: vec!["i0".into(), "i1".into(), "i2".into()],
             next: AtomicUsize::new(0),
             handed: AtomicUsize::new(1),
@@ -256,7 +273,7 @@ mod tests {
         for wanted in [1, 2, 4] {
             let job = Job {
                 table: Mutex::new(Some(table.clone())),
-                reading: AtomicUsize::new(0),
+                reading: Arc::default(),
                 ids: vec!["i0".into(), "i1".into(), "i2".into()],
                 next: AtomicUsize::new(0),
                 handed: AtomicUsize::new(1),
@@ -275,11 +292,12 @@ mod tests {
     fn a_job_its_caller_dropped_holds_no_table() {
         let (_dir, table) = table_of(50);
         let ids: Vec<String> = (0..50).map(|i| format!("i{i}")).collect();
-        let ahead = ReadAhead::start(&table, ids);
+        let reading = Arc::default();
+        let ahead = ReadAhead::start(&table, ids, &reading);
         let held_by_a_reader = ahead.job.clone().expect("a job for 50 ids");
         drop(ahead);
+        wait_for_reads(&reading);
         assert_eq!(Arc::strong_count(&table), 1, "the table is still lent");
-        assert_eq!(held_by_a_reader.reading.load(Ordering::SeqCst), 0);
         // and a reader that takes the job now reads nothing
         let next = held_by_a_reader.next.load(Ordering::SeqCst);
         read(&held_by_a_reader);
@@ -290,7 +308,7 @@ mod tests {
     fn one_id_is_read_by_the_caller_alone() {
         let (_dir, table) = table_of(1);
         let before = handed_over_here();
-        let ahead = ReadAhead::start(&table, vec!["i0".into()]);
+        let ahead = ReadAhead::start(&table, vec!["i0".into()], &Arc::default());
         assert!(ahead.job.is_none());
         assert_eq!(handed_over_here(), before);
     }
