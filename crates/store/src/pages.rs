@@ -113,8 +113,8 @@ fn wants_one_more(job: &Job) -> bool {
 /// Reads the job's items until every one is taken or the caller is done.
 fn read(job: &Job) {
     loop {
-        // (counted before `done` is checked: the caller, once it has set `done`, waits
-        // for every read counted to end)
+        // (counted before `done` is checked: a store that closes waits for every read
+        // counted to end, and once its callers have set `done` none starts)
         job.reading.fetch_add(1, Ordering::SeqCst);
         let table = if job.done.load(Ordering::SeqCst) {
             None
@@ -191,7 +191,7 @@ impl Drop for ReadAhead {
     /// Stops the reads and takes the table back from the job: a reader thread that
     /// still holds the job then holds the item store open only for a read under way
     /// (`wait_for_reads`), not for as long as it keeps the job. (The caller does not
-    /// wait for that read: the page it is for is one the caller has read itself.)
+    /// wait for that read, on a request's way out: the store waits when it closes.)
     fn drop(&mut self) {
         if let Some(job) = &self.job {
             job.done.store(true, Ordering::SeqCst);
