@@ -122,7 +122,8 @@ const MI_OPTION_PURGE_DELAY: mi::mi_option_t = 15;
 /// second and faulted in again. The engine returns memory itself where it frees much
 /// of it at once (`process::release_free_memory`: after a large apply, when applies
 /// pause, after a large export, after an index is built, loaded or saved in the
-/// background), which a forced purge does whatever the delay. `MIMALLOC_PURGE_DELAY` in the environment wins.
+/// background), which a forced purge does whatever the delay. `MIMALLOC_PURGE_DELAY`
+/// in the environment wins.
 pub const PURGE_DELAY_MS: i64 = 10_000;
 
 /// Sets the allocator's purge delay to `PURGE_DELAY_MS` unless the environment sets

@@ -379,7 +379,7 @@ const READ_AHEAD_THREADS: usize = 4;
 /// commit, until this thread has applied every action.
 fn apply_items(
     db: &Database,
-    reading_pages: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    reads_under_way: &crate::pages::ReadsUnderWay,
     txn: &WriteTransaction,
     ty: ChangesetType,
     body: impl Read + Send,
@@ -409,7 +409,7 @@ fn apply_items(
     let read_ahead = |batch: &[Action]| {
         if let Some(table) = &last_commit {
             let ids = batch.iter().map(|a| a.id().to_string()).collect();
-            let job = ReadAhead::start_on(table, ids, READ_AHEAD_THREADS, reading_pages);
+            let job = ReadAhead::start_on(table, ids, READ_AHEAD_THREADS, reads_under_way);
             if let Ok(mut reading) = reading.lock() {
                 reading.push_back(job);
             }

@@ -40,8 +40,7 @@ pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
 /// One consistent read snapshot of the item store (see `Store::reader`).
 pub struct ItemReader {
     items: std::sync::Arc<pages::ItemsTable>,
-    /// The store's reads by reader threads (`pages::wait_for_reads`).
-    reading: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    reading: pages::ReadsUnderWay,
 }
 
 impl ItemReader {
@@ -115,9 +114,8 @@ pub struct Store {
     dir: PathBuf,
     log_dir: PathBuf,
     db: Database,
-    /// Reads under way by the reader threads (`pages`) through tables of `db`: each
-    /// keeps its file open and locked, so closing waits for them.
-    reading: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Closing waits for these (`pages::wait_for_reads`).
+    reading: pages::ReadsUnderWay,
     retain_snapshots: usize,
     /// Taken after a write transaction, never before (see `sync`).
     durable: parking_lot::Mutex<Durable>,
@@ -460,6 +458,29 @@ mod tests {
     fn apply(s: &Store, ty: ChangesetType, doc: &str) {
         s.apply_changeset(ty, doc.as_bytes(), &mut |_| Ok(()))
             .unwrap();
+    }
+
+    /// A store closes only once no reader thread reads through it: a read under way
+    /// holds its file open and locked, and the store may be opened again at once.
+    #[test]
+    fn closing_waits_for_reads_under_way() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), 2, 8 << 20).unwrap();
+        let reading = s.reading.clone();
+        // (as a reader thread counts a read before it takes the table)
+        reading.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let closing = std::thread::spawn(move || {
+            drop(s);
+            tx.send(()).unwrap();
+        });
+        let wait = std::time::Duration::from_millis(200);
+        assert!(rx.recv_timeout(wait).is_err(), "closed under a read");
+        reading.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("closed once the read ended");
+        closing.join().unwrap();
+        drop(Store::open(d.path(), 2, 8 << 20).unwrap());
     }
 
     /// The data dir as a crash would leave it while `s` is open: the files as the OS

@@ -47,15 +47,19 @@ pub fn handed_over_here() -> u64 {
     HANDED_OVER.with(Cell::get)
 }
 
+/// A store's reads under way by the reader threads, each holding a read transaction
+/// (which keeps the store's file open and locked): the store waits for none to be left
+/// when it closes (`wait_for_reads`).
+pub(crate) type ReadsUnderWay = Arc<AtomicUsize>;
+
 /// The items one caller is about to read.
 struct Job {
     /// Lent while the caller holds its `ReadAhead`: a read transaction keeps the item
     /// store's file open and locked, and a store closed and opened again at once (a
     /// restart in the same process) must not find it still held by a reader thread.
     table: Mutex<Option<Arc<ItemsTable>>>,
-    /// Reads under way of the store the table is of, each holding the table
-    /// (`Store` waits for none before it closes).
-    reading: Arc<AtomicUsize>,
+    /// Of the store the table is of.
+    reading: ReadsUnderWay,
     ids: Vec<String>,
     /// The next id a reader thread takes.
     next: AtomicUsize,
@@ -149,7 +153,7 @@ impl ReadAhead {
     pub(crate) fn start(
         table: &Arc<ItemsTable>,
         ids: Vec<String>,
-        reading: &Arc<AtomicUsize>,
+        reading: &ReadsUnderWay,
     ) -> ReadAhead {
         Self::start_on(table, ids, THREADS, reading)
     }
@@ -159,7 +163,7 @@ impl ReadAhead {
         table: &Arc<ItemsTable>,
         ids: Vec<String>,
         threads: usize,
-        reading: &Arc<AtomicUsize>,
+        reading: &ReadsUnderWay,
     ) -> ReadAhead {
         let Some(pool) = pool().filter(|_| ids.len() > 1) else {
             return ReadAhead { job: None };
