@@ -315,21 +315,36 @@ proptest! {
                 })
                 .collect();
             drop(lengths);
-            for share in &shares {
-                let at_least = b.parts[j].max * share;
-                let got = b.reaching(j, at_least, &g.matched);
+            let by_class = |at_least: f64| -> RoaringBitmap {
                 let p = &b.parts[j];
-                let by_class: RoaringBitmap = docs
-                    .iter()
+                docs.iter()
                     .filter(|(_, tf, _, lo)| b.bound(p, *tf, *lo) >= at_least)
                     .map(|(d, ..)| *d)
-                    .collect();
-                prop_assert_eq!(got, by_class, "part {} share {}", j, share);
+                    .collect()
+            };
+            for share in &shares {
+                let at_least = b.parts[j].max * share;
+                let got = b.reaching(j, at_least, &g.matched, false);
+                prop_assert_eq!(got, by_class(at_least), "part {} share {}", j, share);
                 // (and within a subset of the holders: that subset's members of it)
                 let half: RoaringBitmap = g.matched.iter().step_by(2).collect();
-                let got = b.reaching(j, at_least, &half);
-                let by_class = b.reaching(j, at_least, &g.matched) & &half;
-                prop_assert_eq!(got, by_class, "part {} share {} within half", j, share);
+                let got = b.reaching(j, at_least, &half, false);
+                let within_half = b.reaching(j, at_least, &g.matched, false) & &half;
+                prop_assert_eq!(got, within_half, "part {} share {} within half", j, share);
+                // (within documents that hold the part, said so: the same)
+                let holding: RoaringBitmap = b.parts[j].levels[0].iter().step_by(2).collect();
+                prop_assert_eq!(
+                    b.reaching(j, at_least, &holding, true),
+                    b.reaching(j, at_least, &holding, false),
+                    "part {} share {} holding it", j, share
+                );
+            }
+            // every threshold at once: each threshold's documents
+            let thresholds: Vec<f64> = shares.iter().map(|s| b.parts[j].max * s).collect();
+            let each = b.reaching_each(j, &thresholds, &g.matched, false);
+            prop_assert_eq!(each.len(), thresholds.len());
+            for (got, &at_least) in each.iter().zip(&thresholds) {
+                prop_assert_eq!(got, &by_class(at_least), "part {} at least {} of several", j, at_least);
             }
         }
     }
