@@ -454,6 +454,11 @@ fn read_attributes(rest: &[u8], attrs: &mut Attrs) -> Result<(), String> {
             i += 1;
         }
         let key = &rest[key_start..i];
+        if key.is_empty() {
+            // (`<set-item ='a'>`: read as an unnamed attribute, it was ignored, and the
+            // error came later, about a missing id, on another line)
+            return Err("an attribute has no name".into());
+        }
         while i < rest.len() && is_space(rest[i]) {
             i += 1;
         }

@@ -618,6 +618,24 @@ mod tests {
         }
     }
 
+    /// An attribute without a name is an error about the tag, at the line the tag
+    /// starts on, not one about a missing attribute wherever the tag ends.
+    #[test]
+    fn an_attribute_without_a_name() {
+        for tag in [
+            "<set-item ='a'>",
+            "<set-item\n='a'>",
+            "<set-item id='a' ='b'>",
+        ] {
+            let doc = format!("<changeset>\n{tag}<properties><struct><entry name='n'/></struct></properties></set-item></changeset>");
+            let e = read(&doc).unwrap_err();
+            assert_eq!(e.line, 2, "{tag}: {e}");
+            assert!(e.message.contains("attribute has no name"), "{tag}: {e}");
+        }
+        let e = read("<changeset><set-item id='a'><properties><struct><entry = 'n'/></struct></properties></set-item></changeset>").unwrap_err();
+        assert!(e.message.contains("attribute has no name"), "{e}");
+    }
+
     /// A UTF-8 byte order mark before the document is not content; elsewhere it is
     /// text (here, before the root: an error).
     #[test]
