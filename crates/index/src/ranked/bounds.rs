@@ -212,7 +212,8 @@ impl<'s> Bounds<'s> {
         within: &RoaringBitmap,
         holds_part: bool,
     ) -> RoaringBitmap {
-        (self.reaching_each(j, &[at_least], within, holds_part).pop()).unwrap_or_default()
+        let mut reached = self.reaching_each(j, &[at_least], within, holds_part);
+        reached.pop().unwrap_or_default()
     }
 
     /// `reaching` for each of `thresholds`, every level's documents among `within`
@@ -335,9 +336,8 @@ impl<'s> Bounds<'s> {
             let all: Vec<usize> = (0..self.parts.len()).collect();
             return self.reaching_together(&all, theta, within, false, budget);
         }
-        let terms = |set: u32| (0..nt).filter(move |t| set >> t & 1 == 1);
         let sets = (1u32..1 << nt).filter_map(|set| {
-            if terms(set).any(|t| self.terms[t].is_empty()) {
+            if members(set, nt).any(|t| self.terms[t].is_empty()) {
                 return None;
             }
             let parts = (0..self.parts.len())
@@ -345,9 +345,7 @@ impl<'s> Bounds<'s> {
                 .collect();
             Some((set, parts))
         });
-        let holding = |set: u32| terms(set).map(|t| &self.terms[t]).collect();
-        // (a term's holders hold one of its parts, not each)
-        self.per_set(theta, within, budget, sets, holding, false, held)
+        self.per_set(theta, within, budget, SetsOf::Terms, sets, held)
     }
 
     /// Per set of parts a document may hold (a word in the title only, in the
@@ -363,27 +361,35 @@ impl<'s> Bounds<'s> {
         held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
         let np = self.parts.len();
-        let parts = |set: u32| (0..np).filter(move |j| set >> j & 1 == 1);
-        let sets = (1u32..1 << np).map(|set| (set, parts(set).collect()));
-        let holding = |set: u32| parts(set).map(|j| &*self.parts[j].levels[0]).collect();
-        self.per_set(theta, within, budget, sets, holding, true, held)
+        let sets = (1u32..1 << np).map(|set| (set, members(set, np).collect()));
+        self.per_set(theta, within, budget, SetsOf::Parts, sets, held)
     }
 
-    /// The union over `sets` — each a set (numbered) of parts — of the documents of
-    /// `within` in all of the set's `holding` sets that may reach `theta` in its parts.
-    /// `None` when more than `budget`. `holding_parts`: a set's `holding` sets are its
-    /// parts' first levels, so its documents hold each of its parts.
-    #[allow(clippy::too_many_arguments)]
+    /// The union over `sets` — each a set (numbered) of parts or of terms, with its
+    /// parts — of the documents of `within` holding every member of the set that may
+    /// reach `theta` in its parts. `None` when more than `budget`.
     fn per_set<'a>(
         &'a self,
         theta: f64,
         within: &RoaringBitmap,
         budget: u64,
+        of: SetsOf,
         sets: impl Iterator<Item = (u32, Vec<usize>)>,
-        holding: impl Fn(u32) -> Vec<&'a RoaringBitmap>,
-        holding_parts: bool,
         held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
+        let holding = |set: u32| -> Vec<&'a RoaringBitmap> {
+            match of {
+                SetsOf::Parts => (members(set, self.parts.len()))
+                    .map(|j| &*self.parts[j].levels[0])
+                    .collect(),
+                SetsOf::Terms => (members(set, self.terms.len()))
+                    .map(|t| &self.terms[t])
+                    .collect(),
+            }
+        };
+        // (the holders of a set of parts hold each of its parts; those of a term hold
+        // one of its parts, not each)
+        let holding_parts = matches!(of, SetsOf::Parts);
         // (every holder: within a set's holders needs no intersection with it)
         let all = within.len() == self.holders;
         let mut out = RoaringBitmap::new();
@@ -502,21 +508,22 @@ impl<'s> Bounds<'s> {
             .collect();
         edges.dedup();
         // per band, the documents whose bound in `a` is at least its bottom (up to its
-        // top in the band; those above are also in an earlier band, which needs less),
-        // `a`'s levels among `docs` found once for every band (the edges fall: only
-        // the last bottom can be 0, every document's)
-        let bottoms: Vec<f64> = edges[1..].iter().copied().filter(|&b| b > 0.0).collect();
-        let mut in_a_of_bands = self
-            .reaching_each(a, &bottoms, &docs, holds_parts)
-            .into_iter();
+        // top in the band; those above are also in an earlier band, which needs less):
+        // `a`'s levels among `docs` found once for every band whose bottom is above 0 —
+        // the first ones, as the edges fall — and every document of `docs` for the rest
+        let bands: Vec<(f64, f64)> = edges.windows(2).map(|w| (w[0], w[1])).collect();
+        let above = bands
+            .iter()
+            .take_while(|&&(_, bottom)| bottom > 0.0)
+            .count();
+        let bottoms: Vec<f64> = bands[..above].iter().map(|&(_, bottom)| bottom).collect();
+        let in_a_above = self.reaching_each(a, &bottoms, &docs, holds_parts);
+        let in_a_rest = std::iter::repeat_with(|| docs.clone());
         let mut out = RoaringBitmap::new();
-        for w in edges.windows(2) {
-            let (top, bottom) = (w[0], w[1]);
-            let in_a = if bottom <= 0.0 {
-                docs.clone()
-            } else {
-                in_a_of_bands.next().unwrap_or_default()
-            };
+        for ((top, _), in_a) in bands
+            .into_iter()
+            .zip(in_a_above.into_iter().chain(in_a_rest))
+        {
             let need = theta - top;
             let reached = if need <= 0.0 {
                 in_a
@@ -639,6 +646,18 @@ impl<'s> Bounds<'s> {
         }
         None
     }
+}
+
+/// The members of numbered set `set` (bit i: member i) among `n`.
+fn members(set: u32, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).filter(move |i| set >> i & 1 == 1)
+}
+
+/// What the numbered sets of `Bounds::per_set` are sets of.
+#[derive(Clone, Copy)]
+enum SetsOf {
+    Parts,
+    Terms,
 }
 
 /// Of one level of a part, the documents whose bound reaches a threshold: all of them,
