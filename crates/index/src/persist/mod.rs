@@ -40,8 +40,9 @@ pub(crate) use blocks::{Dec, Enc, StreamedBlock};
 const MAGIC: &[u8; 8] = b"discernI";
 /// Bump whenever the layout or what extraction produces for a record changes: a file
 /// of another format is ignored (the index is rebuilt from the item store). 9: string
-/// lists' numbers as narrow as their values (`StrList`).
-pub const FORMAT: u32 = 9;
+/// lists' numbers as narrow as their values (`StrList`). 10: a frozen dimension's
+/// postings as its FST, shared sets and overlay (`parts::encode_frozen`).
+pub const FORMAT: u32 = 10;
 /// Chunks encoded or decoded together (in parallel).
 const CHUNK_BATCH: usize = 64;
 
@@ -467,17 +468,21 @@ mod tests {
             let (p, q) = (a.postings(di).unwrap(), b.postings(di).unwrap());
             assert_eq!(*p.has, *q.has);
             assert_eq!(p.field_stats, q.field_stats);
-            let pk: Vec<_> = p
-                .map
-                .iter()
-                .map(|(k, v)| (k.clone(), v.get().bitmap().into_owned()))
-                .collect();
-            let qk: Vec<_> = q
-                .map
-                .iter()
-                .map(|(k, v)| (k.clone(), v.get().bitmap().into_owned()))
-                .collect();
-            assert_eq!(pk, qk);
+            // (every key, the map's or a frozen dimension's FST and overlay)
+            let keys = |p: &crate::postings::DimPostings| -> Vec<_> {
+                p.entries()
+                    .map(|(k, v)| (k.into_owned(), v.bitmap().into_owned()))
+                    .collect()
+            };
+            assert_eq!(keys(p), keys(q));
+            assert_eq!(p.len(), q.len());
+            assert_eq!(p.frozen.is_some(), q.frozen.is_some());
+            for k in keys(p).iter().map(|(k, _)| k) {
+                assert_eq!(
+                    p.get(k).map(|v| v.bitmap().into_owned()),
+                    q.get(k).map(|v| v.bitmap().into_owned())
+                );
+            }
             assert_eq!(
                 a.term_dict(di).map(TermDict::entries),
                 b.term_dict(di).map(TermDict::entries)

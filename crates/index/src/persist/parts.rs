@@ -11,7 +11,7 @@ use roaring::RoaringBitmap;
 use super::{Corrupt, Dec, Enc, LoadError, StreamedBlock};
 use crate::intern::SharedInterner;
 use crate::numbering::Numbering;
-use crate::postings::{DimPostings, Posting};
+use crate::postings::{DimPostings, Frozen, Key, Posting};
 use crate::{Chunk, Doc, CHUNK};
 
 const TAG_STRINGS: u8 = 1;
@@ -197,12 +197,34 @@ pub(super) fn write_postings<W: Write + Seek>(
     let mut out = StreamedBlock::begin(w, spill_at)?;
     match p {
         None => out.e.u8(0),
-        Some(p) => {
-            let sets = p.entries().map(|(k, b)| (k, b.bitmap()));
-            encode_postings_of(p, p.len(), sets, &mut out)?;
-        }
+        Some(p) => match &p.frozen {
+            Some(f) => encode_frozen(p, f, &mut out)?,
+            None => {
+                let sets = p.entries().map(|(k, b)| (k, b.bitmap()));
+                encode_postings_of(p, p.len(), sets, &mut out)?;
+            }
+        },
     }
     out.end()
+}
+
+/// The forms of a postings block's rest, after its head: every key with its set (a map
+/// dimension's)...
+const POSTINGS_ENTRIES: u8 = 0;
+/// ...or a frozen dimension's FST as it is, the sets its outputs index and its overlay.
+const POSTINGS_FROZEN: u8 = 1;
+
+/// The head of `p`'s postings block: the documents with a value and the text fields'
+/// figures, then which form the rest takes.
+fn encode_postings_head(e: &mut Enc, p: &DimPostings, form: u8) {
+    e.u8(1);
+    encode_bitmap(e, &p.has);
+    e.u32(p.field_stats.len() as u32);
+    for &(tokens, docs) in &p.field_stats {
+        e.u64(tokens);
+        e.u64(docs);
+    }
+    e.u8(form);
 }
 
 /// `p`'s postings block with `sets` (`n` keys and their documents, in key order) for its
@@ -213,18 +235,41 @@ pub(super) fn encode_postings_of<'a, W: Write + Seek>(
     sets: impl Iterator<Item = (impl AsRef<[u8]>, std::borrow::Cow<'a, RoaringBitmap>)>,
     out: &mut StreamedBlock<'_, W>,
 ) -> io::Result<()> {
-    let e = &mut out.e;
-    e.u8(1);
-    encode_bitmap(e, &p.has);
-    e.u32(p.field_stats.len() as u32);
-    for &(tokens, docs) in &p.field_stats {
-        e.u64(tokens);
-        e.u64(docs);
-    }
-    e.u32(n as u32);
+    encode_postings_head(&mut out.e, p, POSTINGS_ENTRIES);
+    out.e.u32(n as u32);
     for (k, b) in sets {
         out.e.bytes(k.as_ref());
         encode_bitmap(&mut out.e, &b);
+        out.spill()?;
+    }
+    Ok(())
+}
+
+/// `p`'s postings block, its postings frozen as `f`.
+fn encode_frozen<W: Write + Seek>(
+    p: &DimPostings,
+    f: &Frozen,
+    out: &mut StreamedBlock<'_, W>,
+) -> io::Result<()> {
+    let (fst, shared, over) = f.parts();
+    encode_postings_head(&mut out.e, p, POSTINGS_FROZEN);
+    out.e.bytes(fst);
+    out.spill()?;
+    out.e.u32(shared.len() as u32);
+    for s in shared {
+        encode_bitmap(&mut out.e, &s.get().bitmap());
+        out.spill()?;
+    }
+    out.e.u32(over.len() as u32);
+    for (k, s) in over {
+        out.e.bytes(k);
+        match s {
+            None => out.e.u8(0),
+            Some(s) => {
+                out.e.u8(1);
+                encode_bitmap(&mut out.e, &s.get().bitmap());
+            }
+        }
         out.spill()?;
     }
     Ok(())
@@ -246,6 +291,20 @@ pub(super) fn decode_postings(
     let field_stats = (0..n)
         .map(|_| Ok((d.u64()?, d.u64()?)))
         .collect::<Result<_, Corrupt>>()?;
+    match d.u8()? {
+        POSTINGS_ENTRIES => {}
+        POSTINGS_FROZEN if freezable => {
+            let frozen = decode_frozen(&mut d)?;
+            d.done()?;
+            return Ok(Some(Arc::new(DimPostings {
+                has,
+                field_stats,
+                frozen: Some(frozen),
+                ..DimPostings::default()
+            })));
+        }
+        _ => return Err(Corrupt("postings form")),
+    }
     let n = d.count(16)?;
     // (keys lent from the block: a frozen dimension's are never boxed)
     let mut entries: Vec<(&[u8], Posting)> = Vec::with_capacity(n);
@@ -263,6 +322,28 @@ pub(super) fn decode_postings(
         field_stats,
         ..DimPostings::of_entries(entries, freezable)
     })))
+}
+
+/// The rest of a frozen dimension's postings block (`encode_frozen`).
+fn decode_frozen(d: &mut Dec<'_>) -> Result<Frozen, Corrupt> {
+    let fst = d.bytes()?.to_vec();
+    let set =
+        |d: &mut Dec<'_>| Posting::of(decode_bitmap(d)?).ok_or(Corrupt("an empty postings set"));
+    let n = d.count(8)?;
+    let shared = (0..n).map(|_| set(d)).collect::<Result<Vec<_>, _>>()?;
+    let n = d.count(9)?;
+    let over = (0..n)
+        .map(|_| {
+            let k: Key = d.bytes()?.into();
+            let p = match d.u8()? {
+                0 => None,
+                1 => Some(set(d)?),
+                _ => return Err(Corrupt("an overlay entry")),
+            };
+            Ok((k, p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Frozen::from_parts(fst, shared, over).map_err(Corrupt)
 }
 
 /// A dimension's vocabulary block (`decode_vocab`): its words in number order.

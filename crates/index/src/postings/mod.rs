@@ -32,7 +32,8 @@ mod posting;
 pub use apply::SpareSlot;
 pub(crate) use apply::{commit, PostingsDelta};
 pub(crate) use count::build;
-use frozen::{Frozen, FROZEN_MIN_KEYS};
+pub(crate) use frozen::Frozen;
+use frozen::FROZEN_MIN_KEYS;
 pub(crate) use posting::{union, Posting, PostingRef};
 
 pub(crate) type Key = Box<[u8]>;
