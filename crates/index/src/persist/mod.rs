@@ -681,11 +681,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn checksummed_but_inconsistent_blocks_are_rejected() {
-        // blocks rewritten with valid checksums around wrong contents
-        let (snap, w) = small();
-        let file = saved(&snap, &w, b"h");
+    /// The contents of a saved file's blocks, after its 12-byte head (each block: its
+    /// length, a 4-byte checksum, its contents).
+    fn blocks_of(file: &[u8]) -> Vec<Vec<u8>> {
         let mut blocks = Vec::new();
         let mut at = 12;
         while at < file.len() {
@@ -693,6 +691,54 @@ mod tests {
             blocks.push(file[at + 12..at + 12 + len].to_vec());
             at += 12 + len;
         }
+        blocks
+    }
+
+    /// A postings block says which form follows its head: a frozen form is refused for
+    /// a dimension that cannot be frozen, and an unknown form for any.
+    #[test]
+    fn a_postings_form_must_fit_its_dimension() {
+        let dims = Arc::new(Dimensions::parse(DIMS).unwrap());
+        let mut w = IndexWriter::new();
+        let mut b = w.begin(&Snapshot::empty(dims));
+        for i in 0..8 {
+            let s: Spec = (vec![i % 4], vec![], None, vec![], None, vec![], vec![]);
+            b.upsert(&format!("i{i}"), &record(&s));
+        }
+        let snap = b.commit();
+        assert!(snap.postings(0).unwrap().frozen.is_some());
+        let file = saved(&snap, &w, b"h");
+        let blocks = blocks_of(&file);
+        // (blocks: header, counts, live set, then the first dimension's postings)
+        let frozen = &blocks[3];
+        assert!(decode_postings(frozen, true)
+            .unwrap()
+            .unwrap()
+            .frozen
+            .is_some());
+        assert!(matches!(
+            decode_postings(frozen, false),
+            Err(Corrupt("postings form"))
+        ));
+        // the form byte follows the head: present, the documents with a value, and no
+        // text fields' figures (a keyword dimension)
+        let has_len = u64::from_le_bytes(frozen[1..9].try_into().unwrap()) as usize;
+        let form_at = 1 + 8 + has_len + 4;
+        assert_eq!(frozen[form_at], 1);
+        let mut unknown = frozen.clone();
+        unknown[form_at] = 7;
+        assert!(matches!(
+            decode_postings(&unknown, true),
+            Err(Corrupt("postings form"))
+        ));
+    }
+
+    #[test]
+    fn checksummed_but_inconsistent_blocks_are_rejected() {
+        // blocks rewritten with valid checksums around wrong contents
+        let (snap, w) = small();
+        let file = saved(&snap, &w, b"h");
+        let blocks = blocks_of(&file);
         let rebuild = |blocks: &[Vec<u8>]| {
             let mut out = file[..12].to_vec();
             for b in blocks {

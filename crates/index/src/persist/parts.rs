@@ -313,7 +313,7 @@ pub(super) fn decode_postings(
         if entries.last().is_some_and(|(prev, _)| *prev >= k) {
             return Err(Corrupt("postings keys out of order"));
         }
-        let docs = Posting::of(decode_bitmap(&mut d)?).ok_or(Corrupt("an empty postings set"))?;
+        let docs = decode_posting(&mut d)?;
         entries.push((k, docs));
     }
     d.done()?;
@@ -324,20 +324,25 @@ pub(super) fn decode_postings(
     })))
 }
 
+/// A key's documents: a set, never empty (an apply removes a key without documents).
+fn decode_posting(d: &mut Dec<'_>) -> Result<Posting, Corrupt> {
+    Posting::of(decode_bitmap(d)?).ok_or(Corrupt("an empty postings set"))
+}
+
 /// The rest of a frozen dimension's postings block (`encode_frozen`).
 fn decode_frozen(d: &mut Dec<'_>) -> Result<Frozen, Corrupt> {
     let fst = d.bytes()?.to_vec();
-    let set =
-        |d: &mut Dec<'_>| Posting::of(decode_bitmap(d)?).ok_or(Corrupt("an empty postings set"));
     let n = d.count(8)?;
-    let shared = (0..n).map(|_| set(d)).collect::<Result<Vec<_>, _>>()?;
+    let shared = (0..n)
+        .map(|_| decode_posting(d))
+        .collect::<Result<Vec<_>, _>>()?;
     let n = d.count(9)?;
     let over = (0..n)
         .map(|_| {
             let k: Key = d.bytes()?.into();
             let p = match d.u8()? {
                 0 => None,
-                1 => Some(set(d)?),
+                1 => Some(decode_posting(d)?),
                 _ => return Err(Corrupt("an overlay entry")),
             };
             Ok((k, p))
