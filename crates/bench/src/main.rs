@@ -286,6 +286,52 @@ fn target(class: &str) -> &'static str {
     }
 }
 
+/// The processor's model and clock, as `/proc/cpuinfo` gives them for the first core.
+fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|v| v.trim().to_string())
+    };
+    match (field("model name"), field("cpu MHz")) {
+        (Some(model), Some(mhz)) => format!("{model} at {mhz} MHz"),
+        (Some(model), None) => model,
+        _ => "processor unknown".into(),
+    }
+}
+
+/// How fast one core parses the dataset's delta changesets (MB/s, the best of three
+/// passes over them in memory). Machines of one kind differ about twofold at the same
+/// parser (its `parse_throughput` test: 195–199 MB/s in session 58, 83–90 in session
+/// 64), and every figure below moves with them, so a run's figures are read beside this
+/// one. `None` without deltas, or if one fails to parse.
+fn parse_yardstick(ds: &Path) -> Option<f64> {
+    let bodies: Vec<Vec<u8>> = (1..)
+        .map(|k| ds.join(format!("delta-{k}.xml")))
+        .take_while(|p| p.exists())
+        .filter_map(|p| std::fs::read(p).ok())
+        .collect();
+    let bytes: usize = bodies.iter().map(Vec::len).sum();
+    if bytes == 0 {
+        return None;
+    }
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for body in &bodies {
+            discern_changeset::read_changeset::<_, discern_changeset::ParseError>(
+                &body[..],
+                |_| Ok(()),
+            )
+            .ok()?;
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Some(bytes as f64 / best / 1e6)
+}
+
 /// The same queries in this process, without HTTP: what the engine itself takes.
 fn replay_in_process(
     data: &Path,
@@ -386,7 +432,12 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|s| s.lines().next().map(str::to_string))
         .unwrap_or_default();
-    println!("machine: {cores} cores, {}", mem.trim());
+    println!("machine: {cores} cores, {}, {}", mem.trim(), cpu_model());
+    if let Some(mb_s) = parse_yardstick(ds) {
+        println!(
+            "one core parses the dataset's deltas at {mb_s:.0} MB/s (best of 3; compares machines)"
+        );
+    }
     println!("dataset: {} ({n} items)", ds.display());
 
     let (engine, _) = Engine::start(&args.binary, &data)?;

@@ -1,0 +1,57 @@
+//! What extraction costs per record, on one core: `index_values` (every dimension's
+//! values; text analysed) and `Snapshot::number_text` (a text's tokens numbered), over the
+//! set-items of a real changeset, three rounds. A measurement, not a check:
+//!
+//! ```sh
+//! XT_FILE=/tmp/ds100k/bulk.xml XT_DIMS=/tmp/ds100k/dimensions.xml \
+//!     cargo test --release -p discern-engine --test extract_throughput -- --ignored --nocapture
+//! ```
+//!
+//! (The whole file is held in memory with its records: a 40 MB part of a bulk file is
+//! plenty.)
+
+use std::sync::Arc;
+
+// the engine's allocator, as in the server
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[test]
+#[ignore]
+fn extract_throughput() {
+    let (Ok(path), Ok(dims)) = (std::env::var("XT_FILE"), std::env::var("XT_DIMS")) else {
+        return;
+    };
+    let dims = std::fs::read(dims).expect("readable dimensions");
+    let dims = Arc::new(discern_dimensions::Dimensions::parse(&dims).expect("valid dimensions"));
+    let bytes = std::fs::read(&path).expect("readable changeset");
+    let mut records = Vec::new();
+    discern_changeset::read_changeset::<_, discern_changeset::ParseError>(&bytes[..], |a| {
+        if let discern_changeset::Action::Set { record, .. } = a {
+            records.push(record);
+        }
+        Ok(())
+    })
+    .expect("valid changeset");
+    let n = records.len().max(1) as f64;
+    // (one snapshot for every round: the later rounds number known tokens, as a
+    // running engine mostly does)
+    let snap = discern_index::Snapshot::empty(dims.clone());
+    for round in 0..3 {
+        let started = std::time::Instant::now();
+        let mut values: Vec<_> = records
+            .iter()
+            .map(|r| discern_index::index_values(&dims, r).0)
+            .collect();
+        let extracted = started.elapsed().as_secs_f64();
+        let started = std::time::Instant::now();
+        values.iter_mut().for_each(|v| snap.number_text(v));
+        let numbered = started.elapsed().as_secs_f64();
+        println!(
+            "round {round}: {} records, index_values {:.2} µs, number_text {:.2} µs a record",
+            records.len(),
+            extracted * 1e6 / n,
+            numbered * 1e6 / n
+        );
+    }
+}
