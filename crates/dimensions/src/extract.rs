@@ -2,7 +2,9 @@
 
 use discern_model::{Record, Value};
 
-use crate::doc::{Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec};
+use crate::doc::{
+    Dimension, DimensionKind, ElementSet, GeoSpec, NumericKind, NumericSpec, TextSpec,
+};
 use crate::many::Many;
 use crate::strlist::{StrList, StrListBuilder};
 use crate::termlist::TermList;
@@ -183,14 +185,10 @@ pub fn extract(dim: &Dimension, record: &Record) -> Extracted {
         }
         DimensionKind::Text(spec) => {
             let mut toks = StrListBuilder::default();
-            for field in &spec.fields {
-                key_values(&field.keys, record, &mut |v| {
-                    if let Some(t) = v.scalar_text() {
-                        field.analyzer.for_each_token(&t, |tok| toks.push(tok));
-                    }
-                });
-                toks.end_group();
-            }
+            text_tokens(spec, record, &mut |tok| match tok {
+                Some(tok) => toks.push(tok),
+                None => toks.end_group(),
+            });
             IndexedValue::Text(toks.finish())
         }
         DimensionKind::Numeric(spec) => extract_numeric(dim, spec, record, &mut errors),
@@ -204,6 +202,20 @@ pub fn extract(dim: &Dimension, record: &Record) -> Extracted {
     Extracted {
         value: if value.is_empty() { None } else { Some(value) },
         errors,
+    }
+}
+
+/// A text dimension's analysed tokens of `record`, field after field in the dimension's
+/// order: `Some` with each token, in order, and `None` at each field's end (a field
+/// without tokens too).
+pub fn text_tokens(spec: &TextSpec, record: &Record, f: &mut dyn FnMut(Option<&str>)) {
+    for field in &spec.fields {
+        key_values(&field.keys, record, &mut |v| {
+            if let Some(t) = v.scalar_text() {
+                field.analyzer.for_each_token(&t, |tok| f(Some(tok)));
+            }
+        });
+        f(None);
     }
 }
 

@@ -18,7 +18,7 @@ pub use doc::{
     RangeElement, TextField, TextSpec,
 };
 pub use doc::{MAX_TEXT_FIELDS, TYPE_NAMES};
-pub use extract::{extract, for_each_key_value, to_json, Extracted, IndexedValue};
+pub use extract::{extract, for_each_key_value, text_tokens, to_json, Extracted, IndexedValue};
 pub use interval::Interval;
 pub use many::Many;
 pub use slot::{Slot, ValueRef};

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use discern_index::{index_values, DocValues, Snapshot};
+use discern_index::{DocValues, Snapshot};
 use discern_model::{Error, Result};
 use discern_store::{ApplyOutcome, ChangesetType, ItemChange, Store};
 use rayon::prelude::*;
@@ -139,8 +139,7 @@ pub(crate) fn extract_batch(base: &Snapshot, batch: Vec<ItemChange>) -> Vec<Extr
         .into_par_iter()
         .filter_map(|ch| match ch {
             ItemChange::Upsert(id, rec) => {
-                let (mut values, errors) = index_values(&base.dims, &rec);
-                base.number_text(&mut values);
+                let (values, errors) = base.indexed_values(&rec);
                 Some(Extracted::Upsert(id.as_str().into(), values, errors))
             }
             ItemChange::Delete(id) => Some(Extracted::Delete(id)),

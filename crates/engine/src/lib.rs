@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use discern_dimensions::Dimensions;
-use discern_index::{index_values, DocValues, IndexWriter, Snapshot};
+use discern_index::{DocValues, IndexWriter, Snapshot};
 use discern_model::{Error, Record, Result};
 use discern_store::{ChangesetMeta, ChangesetType, Store};
 use rayon::prelude::*;
@@ -353,11 +353,7 @@ impl Engine {
                 .map(|(id, raw)| {
                     let r = discern_model::decode_record(&raw)
                         .map_err(Error::internal)
-                        .map(|rec| {
-                            let (mut values, errors) = index_values(&dims, &rec);
-                            snap.number_text(&mut values);
-                            (values, errors)
-                        });
+                        .map(|rec| snap.indexed_values(&rec));
                     (id.as_str().into(), r)
                 })
                 .collect();

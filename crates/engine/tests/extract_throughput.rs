@@ -1,6 +1,8 @@
 //! What extraction costs per record, on one core: `index_values` (every dimension's
-//! values; text analysed) and `Snapshot::number_text` (a text's tokens numbered), over the
-//! set-items of a real changeset, three rounds. A measurement, not a check:
+//! values; text analysed) and `Snapshot::number_text` (a text's tokens numbered), and the
+//! two in one pass as the engine runs them (`Snapshot::indexed_values`), over the
+//! set-items of a real changeset, three rounds; and what text analysis alone reaches, in
+//! MB/s of the text fields' strings. Measurements, not checks:
 //!
 //! ```sh
 //! XT_FILE=/tmp/ds100k/bulk.xml XT_DIMS=/tmp/ds100k/dimensions.xml \
@@ -47,11 +49,66 @@ fn extract_throughput() {
         let started = std::time::Instant::now();
         values.iter_mut().for_each(|v| snap.number_text(v));
         let numbered = started.elapsed().as_secs_f64();
+        let started = std::time::Instant::now();
+        let at_once: Vec<_> = records.iter().map(|r| snap.indexed_values(r).0).collect();
+        let in_one_pass = started.elapsed().as_secs_f64();
+        drop(at_once);
         println!(
-            "round {round}: {} records, index_values {:.2} µs, number_text {:.2} µs a record",
+            "round {round}: {} records, index_values {:.2} µs + number_text {:.2} µs; \
+             indexed_values {:.2} µs a record",
             records.len(),
             extracted * 1e6 / n,
-            numbered * 1e6 / n
+            numbered * 1e6 / n,
+            in_one_pass * 1e6 / n
+        );
+    }
+}
+
+#[test]
+#[ignore]
+fn analysis_throughput() {
+    let (Ok(path), Ok(dims)) = (std::env::var("XT_FILE"), std::env::var("XT_DIMS")) else {
+        return;
+    };
+    let dims = std::fs::read(dims).expect("readable dimensions");
+    let dims = discern_dimensions::Dimensions::parse(&dims).expect("valid dimensions");
+    let fields: Vec<_> = dims
+        .dims
+        .iter()
+        .filter_map(|d| match &d.kind {
+            discern_dimensions::DimensionKind::Text(spec) => Some(spec.fields.iter()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let bytes = std::fs::read(&path).expect("readable changeset");
+    // (each text field's strings with the field's analyser)
+    let mut texts = Vec::new();
+    discern_changeset::read_changeset::<_, discern_changeset::ParseError>(&bytes[..], |a| {
+        if let discern_changeset::Action::Set { record, .. } = a {
+            for field in &fields {
+                for key in &field.keys {
+                    if let Some(discern_model::Value::Str(s)) = record.get(key) {
+                        texts.push((&field.analyzer, s.clone()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+    .expect("valid changeset");
+    let total: usize = texts.iter().map(|(_, s)| s.len()).sum();
+    for round in 0..3 {
+        let started = std::time::Instant::now();
+        let mut token_bytes = 0usize;
+        for (analyzer, s) in &texts {
+            analyzer.for_each_token(s, |token| token_bytes += token.len());
+        }
+        let took = started.elapsed().as_secs_f64();
+        println!(
+            "round {round}: {} strings, {total} bytes ({token_bytes} in tokens): {:.0} MB/s",
+            texts.len(),
+            total as f64 / took / 1e6
         );
     }
 }

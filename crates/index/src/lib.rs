@@ -507,6 +507,13 @@ impl Snapshot {
         writer::number_text(&self.vocab, values);
     }
 
+    /// The values every dimension indexes for `record`, text already numbered (as
+    /// `index_values` then `number_text` make them, in one pass), and the count of
+    /// unreadable values. Safe to run on many threads at once.
+    pub fn indexed_values(&self, record: &discern_model::Record) -> (DocValues, u64) {
+        writer::index_values_numbered(&self.dims, &self.vocab, record)
+    }
+
     /// Dimension `di`'s value of document `doc` as extraction gave it: a text value's
     /// numbers turned back into its tokens (for showing it, or sorting by it).
     pub fn shown_value(&self, doc: u32, di: usize) -> Option<ShownValue<'_>> {

@@ -8,7 +8,10 @@
 
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
-use discern_dimensions::{DimensionKind, Dimensions, StrList, TermList, TermListBuilder};
+use discern_dimensions::{
+    text_tokens, DimensionKind, Dimensions, StrList, TermList, TermListBuilder, TextSpec,
+};
+use discern_model::Record;
 
 use crate::FastMap;
 
@@ -106,6 +109,44 @@ impl Numbering {
         }
         // (an ungrouped list, which extraction never makes, is one field)
         numbers.for_each(|n| b.push(n));
+        b.finish()
+    }
+
+    /// `spec`'s tokens of `record` as numbers, one group per field, each token numbered
+    /// when first met: `number_text` of the value extraction gives, without the list of
+    /// token strings between the analysis and the numbers.
+    pub(crate) fn number_record_text(&self, spec: &TextSpec, record: &Record) -> TermList {
+        const UNSEEN: u32 = u32::MAX;
+        let mut numbers: Vec<u32> = Vec::with_capacity(64);
+        let mut field_ends: Vec<usize> = Vec::with_capacity(spec.fields.len());
+        // (where a token first met sits, and the token)
+        let mut unseen: Vec<(usize, String)> = Vec::new();
+        {
+            let numbered = self.read();
+            text_tokens(spec, record, &mut |token| match token {
+                Some(token) => {
+                    let n = numbered.by_string.get(token).copied().unwrap_or_else(|| {
+                        unseen.push((numbers.len(), token.to_string()));
+                        UNSEEN
+                    });
+                    numbers.push(n);
+                }
+                None => field_ends.push(numbers.len()),
+            });
+        }
+        if !unseen.is_empty() {
+            let mut numbered = self.write();
+            for (at, token) in unseen {
+                numbers[at] = numbered.number(&token);
+            }
+        }
+        let mut b = TermListBuilder::default();
+        let mut from = 0;
+        for end in field_ends {
+            numbers[from..end].iter().for_each(|&n| b.push(n));
+            b.end_group();
+            from = end;
+        }
         b.finish()
     }
 

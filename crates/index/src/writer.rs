@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use discern_dimensions::{extract, Dimensions, IndexedValue};
+use discern_dimensions::{extract, DimensionKind, Dimensions, IndexedValue};
 use discern_model::Record;
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
@@ -35,6 +35,33 @@ pub fn index_values(dims: &Dimensions, record: &Record) -> (DocValues, u64) {
             errors += ex.errors as u64;
             // (on the extracting thread, not the writer's: see `boxed_for_slot`)
             ex.value.map(IndexedValue::boxed_for_slot)
+        })
+        .collect();
+    (values, errors)
+}
+
+/// `index_values` and then `number_text` in one pass: a text dimension's tokens go from
+/// the analysis straight to their numbers in `vocab` (`Numbering::number_record_text`).
+pub(crate) fn index_values_numbered(
+    dims: &Dimensions,
+    vocab: &Vocabularies,
+    record: &Record,
+) -> (DocValues, u64) {
+    let mut errors = 0u64;
+    let values = dims
+        .dims
+        .iter()
+        .zip(vocab.iter())
+        .map(|(d, vocab)| match (&d.kind, vocab) {
+            (DimensionKind::Text(spec), Some(vocab)) => {
+                let terms = vocab.number_record_text(spec, record);
+                (!terms.is_empty()).then_some(IndexedValue::Terms(terms))
+            }
+            _ => {
+                let ex = extract(d, record);
+                errors += ex.errors as u64;
+                ex.value.map(IndexedValue::boxed_for_slot)
+            }
         })
         .collect();
     (values, errors)
@@ -186,7 +213,7 @@ impl<'w> Builder<'w> {
 
     /// Indexes `record` as the current state of item `id`.
     pub fn upsert(&mut self, id: &str, record: &Record) {
-        let (values, errors) = index_values(&self.dims, record);
+        let (values, errors) = index_values_numbered(&self.dims, &self.vocab, record);
         self.upsert_values(DocId::from(id), values, errors);
     }
 
@@ -445,8 +472,62 @@ impl Drop for Builder<'_> {
 mod tests {
     use super::*;
     use discern_model::Value;
+    use proptest::prelude::*;
 
     use crate::test_support::keyword_dims as dims;
+
+    /// Text dimensions of every tokenizer, with fields of their own keys, stop words or
+    /// none and stemming, beside other kinds.
+    const TEXT_DIMS: &[u8] = b"<dimensions>
+      <dimension id='k' type='keyword'/>
+      <dimension id='t' type='text'>
+        <field id='title' stopWords=''/>
+        <field id='body'/>
+        <field id='place' key='city,street' stemmer='english'/>
+      </dimension>
+      <dimension id='n' type='integer'/>
+      <dimension id='s' type='text' key='body' tokenizer='standard'/>
+      <dimension id='w' type='text' key='title,city' tokenizer='whitespace' stopWords='the,of'/>
+    </dimensions>";
+
+    fn text_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => "(the|of|A|red|Red's|door|wi-fi|iPhone|X2|café|naïve|,|\\.| |  |'s|O'Brien){0,8}"
+                .prop_map(Value::Str),
+            1 => any::<i64>().prop_map(Value::Int),
+            1 => proptest::collection::vec("(red|door|the|Wi-Fi|x)", 0..3)
+                .prop_map(|v| Value::Array(v.into_iter().map(Value::Str).collect())),
+        ]
+    }
+
+    proptest! {
+        /// A record's values with text numbered in one pass (`index_values_numbered`)
+        /// are those of `index_values` then `number_text`, with the same numbers given
+        /// to tokens met for the first time, record after record.
+        #[test]
+        fn text_numbered_as_analysed_is_text_numbered_after(
+            records in proptest::collection::vec(
+                proptest::collection::vec(
+                    ("(k|title|body|city|street|n)", text_value()),
+                    0..7,
+                ),
+                1..12,
+            ),
+        ) {
+            let dims = Arc::new(Dimensions::parse(TEXT_DIMS).unwrap());
+            let after = Snapshot::empty(dims.clone());
+            let at_once = Snapshot::empty(dims.clone());
+            for entries in records {
+                let mut rec = Record::new();
+                for (name, value) in entries {
+                    rec.set(name, value);
+                }
+                let (mut expected, errors) = index_values(&dims, &rec);
+                after.number_text(&mut expected);
+                prop_assert_eq!(at_once.indexed_values(&rec), (expected, errors));
+            }
+        }
+    }
 
     /// Extraction boxes a number a slot cannot hold in place (on the extracting thread:
     /// `IndexedValue::boxed_for_slot`), and the row reads it back as one number.
