@@ -13,8 +13,6 @@ use discern_dimensions::{
 };
 use discern_model::Record;
 
-use crate::FastMap;
-
 #[derive(Default)]
 pub(crate) struct Numbering {
     numbered: RwLock<Numbered>,
@@ -22,7 +20,7 @@ pub(crate) struct Numbering {
 
 #[derive(Default)]
 pub(crate) struct Numbered {
-    by_string: FastMap<Arc<str>, u32>,
+    by_string: ByString,
     strings: Vec<Arc<str>>,
     /// The strings' bytes, summed as they are numbered (`Numbering::bytes`: a walk over
     /// a million-token vocabulary's strings took tens of milliseconds a metrics refresh).
@@ -44,13 +42,13 @@ impl Numbering {
     /// A numbering of `strings`, numbered in that order (a saved vocabulary read back);
     /// `None` if a string repeats.
     pub(crate) fn from_strings(strings: Vec<Arc<str>>) -> Option<Numbering> {
-        let mut by_string = FastMap::default();
-        by_string.reserve(strings.len());
+        let mut by_string = ByString::with_capacity(strings.len());
         let mut string_bytes = 0;
         for (n, s) in strings.iter().enumerate() {
-            if by_string.insert(s.clone(), n as u32).is_some() {
+            if by_string.find(s, &strings).is_some() {
                 return None;
             }
+            by_string.insert(s, n as u32, &strings);
             string_bytes += s.len();
         }
         Some(Numbering {
@@ -81,7 +79,7 @@ impl Numbering {
             let numbered = self.read();
             strings
                 .clone()
-                .map(|k| numbered.by_string.get(k).copied().unwrap_or(UNSEEN))
+                .map(|k| numbered.find(k).unwrap_or(UNSEEN))
                 .collect()
         };
         if out.contains(&UNSEEN) {
@@ -125,7 +123,7 @@ impl Numbering {
             let numbered = self.read();
             text_tokens(spec, record, &mut |token| match token {
                 Some(token) => {
-                    let n = numbered.by_string.get(token).copied().unwrap_or_else(|| {
+                    let n = numbered.find(token).unwrap_or_else(|| {
                         unseen.push((numbers.len(), token.to_string()));
                         UNSEEN
                     });
@@ -169,15 +167,19 @@ impl Numbering {
 }
 
 impl Numbered {
+    /// The number of `s`, if it has one.
+    fn find(&self, s: &str) -> Option<u32> {
+        self.by_string.find(s, &self.strings)
+    }
+
     fn number(&mut self, s: &str) -> u32 {
-        if let Some(&n) = self.by_string.get(s) {
+        if let Some(n) = self.find(s) {
             return n;
         }
         let n = self.strings.len() as u32;
-        let s: Arc<str> = s.into();
-        self.by_string.insert(s.clone(), n);
+        self.strings.push(s.into());
+        self.by_string.insert(s, n, &self.strings);
         self.string_bytes += s.len();
-        self.strings.push(s);
         n
     }
 
@@ -201,6 +203,87 @@ impl Numbered {
             b.end_group();
         }
         b.finish()
+    }
+}
+
+/// A numbering's index from string to number: a hash table whose entries hold a
+/// string's first `HEAD` bytes and its length beside its number, so that a lookup of a
+/// string that short (most words) compares within the table, without reading the
+/// string's own allocation (a cache miss a lookup in a large vocabulary: a map keyed by
+/// the shared strings spent half its time there). A longer string is compared with the
+/// numbering's copy once its head matches.
+#[derive(Default)]
+struct ByString {
+    table: hashbrown::HashTable<Entry>,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+const HEAD: usize = 15;
+/// `Entry::len` of a string longer than `HEAD` bytes.
+const LONG: u8 = u8::MAX;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    /// The string's first bytes, zero after its end.
+    head: [u8; HEAD],
+    /// The string's length, or `LONG`.
+    len: u8,
+    n: u32,
+}
+
+impl Entry {
+    fn of(s: &[u8], n: u32) -> Entry {
+        let mut head = [0; HEAD];
+        let shown = s.len().min(HEAD);
+        head[..shown].copy_from_slice(&s[..shown]);
+        let len = if s.len() <= HEAD { s.len() as u8 } else { LONG };
+        Entry { head, len, n }
+    }
+}
+
+impl ByString {
+    fn with_capacity(n: usize) -> ByString {
+        ByString {
+            table: hashbrown::HashTable::with_capacity(n),
+            hasher: Default::default(),
+        }
+    }
+
+    fn hash(&self, s: &[u8]) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(s)
+    }
+
+    /// The number of `s`; `strings` are the numbered strings (by number).
+    fn find(&self, s: &str, strings: &[Arc<str>]) -> Option<u32> {
+        let s = s.as_bytes();
+        let probe = Entry::of(s, 0);
+        let hit = if probe.len == LONG {
+            self.table.find(self.hash(s), |e| {
+                e.len == LONG && e.head == probe.head && strings[e.n as usize].as_bytes() == s
+            })
+        } else {
+            self.table
+                .find(self.hash(s), |e| e.len == probe.len && e.head == probe.head)
+        };
+        hit.map(|e| e.n)
+    }
+
+    /// Gives `s`, which has none, the number `n`; `strings` as for `find` (a string
+    /// the table holds must be there, to be hashed again as the table grows).
+    fn insert(&mut self, s: &str, n: u32, strings: &[Arc<str>]) {
+        let hasher = &self.hasher;
+        let rehash = |e: &Entry| {
+            use std::hash::BuildHasher;
+            if e.len == LONG {
+                hasher.hash_one(strings[e.n as usize].as_bytes())
+            } else {
+                hasher.hash_one(&e.head[..e.len as usize])
+            }
+        };
+        let hash = self.hash(s.as_bytes());
+        self.table
+            .insert_unique(hash, Entry::of(s.as_bytes(), n), rehash);
     }
 }
 
@@ -237,6 +320,36 @@ mod tests {
         assert_eq!(read_back.bytes(), walked(&read_back));
         read_back.number(["dd"].into_iter());
         assert_eq!(read_back.bytes(), 9 + 4 * 64);
+    }
+
+    proptest::proptest! {
+        /// Strings are numbered in the order first met, whatever their length, bytes or
+        /// shared heads: long ones (past the table's in-place head), ones alike in their
+        /// first 15 bytes, the empty string, ones ending in zero bytes.
+        #[test]
+        fn strings_numbered_in_order_first_met(
+            strings in proptest::collection::vec(
+                "(abcdefghijklmno|abcdefghijklmnop|x|\\x00|é|ü){0,3}", 0..60),
+        ) {
+            let numbers = Numbering::default();
+            let mut expected = std::collections::HashMap::new();
+            for s in &strings {
+                let next = expected.len() as u32;
+                let n = *expected.entry(s.clone()).or_insert(next);
+                proptest::prop_assert_eq!(numbers.number(std::iter::once(s.as_str())), [n]);
+            }
+            let read_back = Numbering::from_strings(numbers.read().all().to_vec()).unwrap();
+            let (numbered, read_back) = (numbers.read(), read_back.read());
+            for (s, &n) in &expected {
+                proptest::prop_assert_eq!(numbered.find(s), Some(n));
+                proptest::prop_assert_eq!(read_back.find(s), Some(n));
+                proptest::prop_assert_eq!(numbered.get(n), Some(s.as_str()));
+            }
+            drop(numbered);
+            proptest::prop_assert_eq!(numbers.len(), expected.len());
+            let unseen = format!("{}?", strings.concat());
+            proptest::prop_assert_eq!(numbers.read().find(&unseen), None);
+        }
     }
 
     #[test]
