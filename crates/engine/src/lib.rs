@@ -11,6 +11,7 @@ pub mod feed;
 mod highlight;
 pub mod image;
 pub mod metrics;
+mod populate;
 pub mod process;
 mod respond;
 mod saved;
@@ -26,10 +27,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use discern_dimensions::Dimensions;
-use discern_index::{DocValues, IndexWriter, Snapshot};
+use discern_index::{IndexWriter, Snapshot};
 use discern_model::{Error, Record, Result};
-use discern_store::{ChangesetMeta, ChangesetType, Store};
-use rayon::prelude::*;
+use discern_store::{ChangesetMeta, Store};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 /// The item store is synced (`Store::sync`: one durable commit for every apply since
@@ -124,25 +124,6 @@ pub struct Engine {
     commit_seq: AtomicU64,
     /// This engine, for background work that outlives a borrow.
     me: std::sync::Weak<Engine>,
-}
-
-/// Builds what the first requests on `snap` — an index built or loaded whole, not yet
-/// read — would otherwise build on their way, on every core (~0.3 s at 1M items, nothing
-/// else running): every text field's length unions (a text request's first step on a
-/// field) and every chunk's columns (the first ranking request after a restart built
-/// ~1,000, 0.2–0.3 s). A load balancer then sends requests to an engine that answers at
-/// full speed, and a dimensions change swaps in an index as fast as the one it replaces.
-fn build_before_reading(snap: &Snapshot) {
-    let started = std::time::Instant::now();
-    snap.build_length_unions(&snap.length_unions_missing());
-    (0..snap.chunk_count()).into_par_iter().for_each(|c| {
-        snap.build_chunk_columns(c);
-    });
-    tracing::debug!(
-        chunks = snap.chunk_count(),
-        us = started.elapsed().as_micros() as u64,
-        "columns built before the index is read"
-    );
 }
 
 /// A snapshot and the item store as of that snapshot (`Engine::view`).
@@ -246,174 +227,6 @@ impl Engine {
         self.writer.clone().blocking_lock_owned()
     }
 
-    /// Makes the index of the item store with the current dimensions — the saved index
-    /// (`saved.rs`), caught up over the deltas applied since it was saved, else built
-    /// from the item store — and makes the engine queryable. Holds the writer, so no
-    /// apply interleaves.
-    pub fn populate(&self, guard: &mut WriterGuard) -> Result<Populated> {
-        let doc = self.dims_doc.load_full();
-        if let Some(p) = self.preloaded.lock().take() {
-            if p.header == self.saved_header(&doc)? {
-                guard.index = p.writer;
-                // no index file yet: the next background save writes one
-                self.saving.started_with(None);
-                self.saving.rebuilt();
-                self.item_errors
-                    .store(guard.index.errors, Ordering::Relaxed);
-                build_before_reading(&p.snap);
-                self.snapshot.store(Arc::new(p.snap));
-                process::release_free_memory();
-                self.feed.from_image.store(true, Ordering::Relaxed);
-                self.queryable.store(true, Ordering::Release);
-                self.refresh_gauges();
-                return Ok(Populated::FromImage);
-            }
-            tracing::warn!("the image's index is not of the installed item store: rebuilding it");
-        }
-        let dims = Arc::new(Dimensions::parse(&doc).map_err(Error::internal)?);
-        let how = match self.load_saved_index(&dims, &doc) {
-            Some(saved::Saved {
-                snap,
-                writer,
-                since,
-                header,
-            }) => {
-                guard.index = writer;
-                self.saving.started_with(Some(header));
-                let caught_up = if since.is_empty() {
-                    Ok((snap, Populated::Loaded))
-                } else {
-                    let started = std::time::Instant::now();
-                    let caught_up = self.catch_up(guard, &snap, &since);
-                    // (a rebuild after a failed catch-up does not hold it meanwhile)
-                    drop(snap);
-                    caught_up.map(|(snap, items)| {
-                        let how = Populated::CaughtUp {
-                            changesets: since.len(),
-                            items,
-                        };
-                        tracing::info!(
-                            changesets = since.len(),
-                            items,
-                            ms = started.elapsed().as_millis() as u64,
-                            "saved index caught up"
-                        );
-                        (snap, how)
-                    })
-                };
-                match caught_up {
-                    Ok((snap, how)) => {
-                        self.item_errors
-                            .store(guard.index.errors, Ordering::Relaxed);
-                        build_before_reading(&snap);
-                        // what the catch-up left in the did-you-mean overlays is
-                        // folded in now, as after a burst of applies
-                        let merge = snap.terms_overlay_len() > 0;
-                        self.snapshot.store(Arc::new(snap));
-                        process::release_free_memory();
-                        if merge {
-                            self.merge_terms_in_background(0);
-                        }
-                        for m in &since {
-                            self.saving.applied(m.ty, m.length);
-                        }
-                        how
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not catch the saved index up: rebuilding");
-                        self.rebuild(guard, dims)?;
-                        self.saving.rebuilt();
-                        Populated::Rebuilt
-                    }
-                }
-            }
-            None => {
-                self.saving.started_with(None);
-                self.rebuild(guard, dims)?;
-                self.saving.rebuilt();
-                Populated::Rebuilt
-            }
-        };
-        self.queryable.store(true, Ordering::Release);
-        self.refresh_gauges();
-        Ok(how)
-    }
-
-    fn rebuild(&self, guard: &mut WriterGuard, dims: Arc<Dimensions>) -> Result<()> {
-        let started = std::time::Instant::now();
-        let mut writer = IndexWriter::new();
-        let mut snap = Snapshot::empty(dims.clone());
-        let publish_partial = !self.is_queryable() && self.config.queryable_while_replaying;
-        if publish_partial {
-            self.snapshot.store(Arc::new(snap.clone()));
-        }
-        self.store.scan_raw(16 * 1024, |batch| {
-            let extracted: Vec<(discern_index::DocId, Result<(DocValues, u64)>)> = batch
-                .into_par_iter()
-                .map(|(id, raw)| {
-                    let r = discern_model::decode_record(&raw)
-                        .map_err(Error::internal)
-                        .map(|rec| snap.indexed_values(&rec));
-                    (id.as_str().into(), r)
-                })
-                .collect();
-            let mut b = writer.begin_untracked(&snap);
-            if !publish_partial {
-                // counted once at the end: far cheaper than per batch
-                b.skip_postings();
-            }
-            for (id, r) in extracted {
-                let (values, errors) = r?;
-                b.upsert_values(id, values, errors);
-            }
-            snap = b.commit();
-            if publish_partial {
-                self.snapshot.store(Arc::new(snap.clone()));
-            }
-            Ok(())
-        })?;
-        let scanned_ms = started.elapsed().as_millis() as u64;
-        let snap = if publish_partial {
-            snap.with_built_terms()
-        } else {
-            snap.with_built_postings_and_terms()
-        };
-        let bytes = snap.estimated_bytes_parts();
-        tracing::info!(
-            items = snap.len(),
-            ms = started.elapsed().as_millis() as u64,
-            scanned_ms,
-            documents_mb = bytes.documents >> 20,
-            postings_mb = bytes.postings >> 20,
-            dictionaries_mb = bytes.dictionaries >> 20,
-            "index built"
-        );
-        self.item_errors.store(writer.errors, Ordering::Relaxed);
-        guard.index = writer;
-        build_before_reading(&snap);
-        self.snapshot.store(Arc::new(snap));
-        process::release_free_memory();
-        Ok(())
-    }
-
-    /// Validates and stores a new dimensions document. The caller then runs
-    /// `reindex` with the same guard (in the background) to swap the new index in.
-    pub fn set_dimensions(&self, _guard: &mut WriterGuard, doc: &[u8]) -> Result<Arc<Dimensions>> {
-        let dims = Dimensions::parse(doc)
-            .map_err(|e| Error::BadRequest(format!("invalid dimensions document: {e}")))?;
-        self.store.write_dimensions(doc)?;
-        self.dims_doc.store(Arc::new(doc.to_vec()));
-        Ok(Arc::new(dims))
-    }
-
-    pub fn reindex(&self, guard: &mut WriterGuard, dims: Arc<Dimensions>) -> Result<()> {
-        if self.indexing {
-            self.rebuild(guard, dims)?;
-            self.saving.rebuilt();
-        }
-        Ok(())
-    }
-
     pub fn checkpoint(&self, guard: &mut WriterGuard) -> Result<ChangesetMeta> {
         let started = std::time::Instant::now();
         let meta = self.store.checkpoint()?;
@@ -439,107 +252,6 @@ impl Engine {
             .add_sum(&family, "compressed", meta.raw_length as f64);
     }
 
-    /// Every statistics line (SPEC §11): recorded series plus current counters.
-    pub fn statistics_lines(&self) -> Vec<(String, String)> {
-        let snap = self.snapshot();
-        let index_count: usize = snap
-            .dims
-            .dims
-            .iter()
-            .map(|d| match &d.kind {
-                discern_dimensions::DimensionKind::Text(t) => t.fields.len(),
-                _ => 1,
-            })
-            .sum();
-        let c = &self.counters;
-        let counters = vec![
-            (
-                "changeset.apply.count".to_string(),
-                c.applied.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "changeset.apply.created.sum".to_string(),
-                c.created.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "changeset.apply.deleted.sum".to_string(),
-                c.deleted.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "changeset.apply.modified.sum".to_string(),
-                c.modified.load(Ordering::Relaxed).to_string(),
-            ),
-            ("index.count".to_string(), index_count.to_string()),
-            ("index.items".to_string(), snap.len().to_string()),
-            (
-                "item.count".to_string(),
-                self.store.item_count().unwrap_or(0).to_string(),
-            ),
-            ("item.disk".to_string(), self.store.disk_size().to_string()),
-            (
-                "item.errors".to_string(),
-                self.item_errors.load(Ordering::Relaxed).to_string(),
-            ),
-        ];
-        self.stats.lines(counters)
-    }
-
-    /// Re-reads the gauges that `/ws/metrics` reports as refreshed every 30 s.
-    pub fn refresh_gauges(&self) {
-        let snap = self.snapshot();
-        let g = &self.gauges;
-        g.dimensions
-            .store(snap.dims.dims.len() as u64, Ordering::Relaxed);
-        g.items.store(snap.len() as u64, Ordering::Relaxed);
-        let started = std::time::Instant::now();
-        let bytes = snap.estimated_bytes_parts();
-        g.index_bytes.store(bytes.total() as u64, Ordering::Relaxed);
-        tracing::debug!(
-            us = started.elapsed().as_micros() as u64,
-            documents_mb = bytes.documents >> 20,
-            columns_mb = bytes.columns >> 20,
-            postings_mb = bytes.postings >> 20,
-            dictionaries_mb = bytes.dictionaries >> 20,
-            "index estimate"
-        );
-    }
-
-    /// The Prometheus exposition (SPEC §12).
-    pub fn metrics_text(&self, pool: &metrics::PoolFigures) -> String {
-        let c = &self.counters;
-        let g = &self.gauges;
-        let figures = metrics::EngineFigures {
-            dimensions: g.dimensions.load(Ordering::Relaxed),
-            items: g.items.load(Ordering::Relaxed),
-            index_bytes: g.index_bytes.load(Ordering::Relaxed),
-            dictionary_terms: {
-                let snap = self.snapshot();
-                snap.dims
-                    .dims
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, d)| Some((d.id.clone(), snap.term_dict(i)?.len() as u64)))
-                    .collect()
-            },
-            created: c.created.load(Ordering::Relaxed),
-            updated: c.modified.load(Ordering::Relaxed),
-            deleted: c.deleted.load(Ordering::Relaxed),
-            changeset_bytes: ChangesetType::ALL
-                .iter()
-                .map(|t| {
-                    (
-                        t.as_str(),
-                        c.changeset_bytes[*t as usize].load(Ordering::Relaxed),
-                    )
-                })
-                .collect(),
-            checkpoint_seconds: c.checkpoint_nanos.load(Ordering::Relaxed) as f64 / 1e9,
-            index_saves: self.saving.figures(),
-            feed: self.config.feed.as_ref().map(|_| self.feed.figures()),
-        };
-        metrics::render(&self.http, pool, &figures)
-    }
-
     pub fn item(&self, id: &str) -> Result<Option<Record>> {
         self.store.get(id)
     }
@@ -556,6 +268,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use discern_store::ChangesetType;
 
     /// An engine opened on `dir`, not yet populated.
     pub(crate) fn open(dir: &std::path::Path) -> Arc<Engine> {

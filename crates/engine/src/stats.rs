@@ -2,6 +2,7 @@
 //! `name: value` format, plus counters read from the engine when fetched.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
 
@@ -154,6 +155,53 @@ pub fn group_of<'a>(line: &str, groups: &'a [String]) -> Option<&'a str> {
         .filter(|g| line.starts_with(&format!("{g}.")))
         .max_by_key(|g| g.len())
         .map(|g| g.as_str())
+}
+
+impl crate::Engine {
+    /// Every statistics line (SPEC §11): recorded series plus current counters.
+    pub fn statistics_lines(&self) -> Vec<(String, String)> {
+        let snap = self.snapshot();
+        let index_count: usize = snap
+            .dims
+            .dims
+            .iter()
+            .map(|d| match &d.kind {
+                discern_dimensions::DimensionKind::Text(t) => t.fields.len(),
+                _ => 1,
+            })
+            .sum();
+        let c = &self.counters;
+        let counters = vec![
+            (
+                "changeset.apply.count".to_string(),
+                c.applied.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "changeset.apply.created.sum".to_string(),
+                c.created.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "changeset.apply.deleted.sum".to_string(),
+                c.deleted.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "changeset.apply.modified.sum".to_string(),
+                c.modified.load(Ordering::Relaxed).to_string(),
+            ),
+            ("index.count".to_string(), index_count.to_string()),
+            ("index.items".to_string(), snap.len().to_string()),
+            (
+                "item.count".to_string(),
+                self.store.item_count().unwrap_or(0).to_string(),
+            ),
+            ("item.disk".to_string(), self.store.disk_size().to_string()),
+            (
+                "item.errors".to_string(),
+                self.item_errors.load(Ordering::Relaxed).to_string(),
+            ),
+        ];
+        self.stats.lines(counters)
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use discern_store::ChangesetType;
 use parking_lot::RwLock;
 
 mod render;
@@ -242,6 +243,64 @@ impl RequestRecord {
 impl Drop for RequestRecord {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+impl crate::Engine {
+    /// Re-reads the gauges that `/ws/metrics` reports as refreshed every 30 s.
+    pub fn refresh_gauges(&self) {
+        let snap = self.snapshot();
+        let g = &self.gauges;
+        g.dimensions
+            .store(snap.dims.dims.len() as u64, Ordering::Relaxed);
+        g.items.store(snap.len() as u64, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let bytes = snap.estimated_bytes_parts();
+        g.index_bytes.store(bytes.total() as u64, Ordering::Relaxed);
+        tracing::debug!(
+            us = started.elapsed().as_micros() as u64,
+            documents_mb = bytes.documents >> 20,
+            columns_mb = bytes.columns >> 20,
+            postings_mb = bytes.postings >> 20,
+            dictionaries_mb = bytes.dictionaries >> 20,
+            "index estimate"
+        );
+    }
+
+    /// The Prometheus exposition (SPEC §12).
+    pub fn metrics_text(&self, pool: &PoolFigures) -> String {
+        let c = &self.counters;
+        let g = &self.gauges;
+        let figures = EngineFigures {
+            dimensions: g.dimensions.load(Ordering::Relaxed),
+            items: g.items.load(Ordering::Relaxed),
+            index_bytes: g.index_bytes.load(Ordering::Relaxed),
+            dictionary_terms: {
+                let snap = self.snapshot();
+                snap.dims
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, d)| Some((d.id.clone(), snap.term_dict(i)?.len() as u64)))
+                    .collect()
+            },
+            created: c.created.load(Ordering::Relaxed),
+            updated: c.modified.load(Ordering::Relaxed),
+            deleted: c.deleted.load(Ordering::Relaxed),
+            changeset_bytes: ChangesetType::ALL
+                .iter()
+                .map(|t| {
+                    (
+                        t.as_str(),
+                        c.changeset_bytes[*t as usize].load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            checkpoint_seconds: c.checkpoint_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            index_saves: self.saving.figures(),
+            feed: self.config.feed.as_ref().map(|_| self.feed.figures()),
+        };
+        render(&self.http, pool, &figures)
     }
 }
 
