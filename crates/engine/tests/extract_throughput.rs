@@ -18,14 +18,14 @@ use std::sync::Arc;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[test]
-#[ignore]
-fn extract_throughput() {
+/// The dimensions named by `XT_DIMS` and the set-items' records of the changeset named
+/// by `XT_FILE`; `None` without them.
+fn inputs() -> Option<(discern_dimensions::Dimensions, Vec<discern_model::Record>)> {
     let (Ok(path), Ok(dims)) = (std::env::var("XT_FILE"), std::env::var("XT_DIMS")) else {
-        return;
+        return None;
     };
     let dims = std::fs::read(dims).expect("readable dimensions");
-    let dims = Arc::new(discern_dimensions::Dimensions::parse(&dims).expect("valid dimensions"));
+    let dims = discern_dimensions::Dimensions::parse(&dims).expect("valid dimensions");
     let bytes = std::fs::read(&path).expect("readable changeset");
     let mut records = Vec::new();
     discern_changeset::read_changeset::<_, discern_changeset::ParseError>(&bytes[..], |a| {
@@ -35,6 +35,16 @@ fn extract_throughput() {
         Ok(())
     })
     .expect("valid changeset");
+    Some((dims, records))
+}
+
+#[test]
+#[ignore]
+fn extract_throughput() {
+    let Some((dims, records)) = inputs() else {
+        return;
+    };
+    let dims = Arc::new(dims);
     let n = records.len().max(1) as f64;
     // (one snapshot for every round: the later rounds number known tokens, as a
     // running engine mostly does)
@@ -67,11 +77,9 @@ fn extract_throughput() {
 #[test]
 #[ignore]
 fn analysis_throughput() {
-    let (Ok(path), Ok(dims)) = (std::env::var("XT_FILE"), std::env::var("XT_DIMS")) else {
+    let Some((dims, records)) = inputs() else {
         return;
     };
-    let dims = std::fs::read(dims).expect("readable dimensions");
-    let dims = discern_dimensions::Dimensions::parse(&dims).expect("valid dimensions");
     let fields: Vec<_> = dims
         .dims
         .iter()
@@ -81,22 +89,17 @@ fn analysis_throughput() {
         })
         .flatten()
         .collect();
-    let bytes = std::fs::read(&path).expect("readable changeset");
     // (each text field's strings with the field's analyser)
     let mut texts = Vec::new();
-    discern_changeset::read_changeset::<_, discern_changeset::ParseError>(&bytes[..], |a| {
-        if let discern_changeset::Action::Set { record, .. } = a {
-            for field in &fields {
-                for key in &field.keys {
-                    if let Some(discern_model::Value::Str(s)) = record.get(key) {
-                        texts.push((&field.analyzer, s.clone()));
-                    }
+    for record in &records {
+        for field in &fields {
+            for key in &field.keys {
+                if let Some(discern_model::Value::Str(s)) = record.get(key) {
+                    texts.push((&field.analyzer, s.as_str()));
                 }
             }
         }
-        Ok(())
-    })
-    .expect("valid changeset");
+    }
     let total: usize = texts.iter().map(|(_, s)| s.len()).sum();
     for round in 0..3 {
         let started = std::time::Instant::now();
