@@ -8,6 +8,7 @@ mod candidates;
 mod columns;
 mod criteria;
 mod doc;
+mod estimate;
 mod eval;
 mod exact;
 mod facets;
@@ -29,41 +30,39 @@ mod reach;
 mod slots;
 mod sort;
 mod sorted;
+mod spans;
 pub mod terms;
 mod text;
+mod upkeep;
 mod writer;
 
 pub use criteria::Criterion;
 pub use doc::{Doc, DocHead, DocId, DocValues};
+pub use estimate::IndexBytes;
 pub use eval::{criteria_dims, evaluate, text_terms, Filter};
 pub use facets::{compute_drill_down, compute_facets, DrillDown, FacetRequest};
 pub use hits::{Hit, Matched, Results, Want};
 pub use query::{parse_export, parse_query, Explain, ExportRequest, GroupBy, Highlighting, Query};
 pub use sort::{sort_hits, SortKey};
+pub use upkeep::ColumnsToBuild;
 pub use writer::{index_values, Builder, IndexWriter, Prepared};
 
 use std::sync::{Arc, OnceLock};
 
-use columns::{ChunkCols, SegmentCol};
-use keys::KeyCol;
+use columns::ChunkCols;
 use numbering::{Numbering, Vocabularies};
-use ranges::RangeTable;
 
 /// Hash maps on the apply path (ids, terms, postings keys): hashbrown with its default
 /// foldhash hasher, randomly seeded per process, several times cheaper per lookup than
 /// SipHash.
 pub(crate) type FastMap<K, V> = hashbrown::HashMap<K, V>;
-use discern_dimensions::{Dimensions, IndexedValue, Slot, ValueRef};
+use discern_dimensions::{Dimensions, IndexedValue, ValueRef};
 use postings::Postings;
 pub use postings::SpareSlot;
-use rayon::prelude::*;
 use roaring::RoaringBitmap;
 use slots::Slots;
+use spans::{unknown_spans, Spans};
 use terms::{TermDict, TermDicts};
-
-/// Documents `Snapshot::observed_span` reads from a numeric dimension's extreme buckets
-/// before it asks the chunks' columns instead.
-const SPAN_DOCS: u64 = 4096;
 
 /// Items per chunk: an apply copies only the chunks it touches — each copy bumps the
 /// reference count of every document in it and drops the chunk's columns, which the
@@ -116,14 +115,6 @@ impl Chunk {
     }
 }
 
-/// One chunk's columns to build again (`Snapshot::columns_to_rebuild`): from the
-/// columns of the chunk it copied.
-pub struct ColumnsToBuild {
-    chunk: usize,
-    /// The chunk copied, its columns built.
-    old: Arc<Chunk>,
-}
-
 /// Folded postings (`Snapshot::fold_postings`): per dimension, the postings folded from
 /// and the fold.
 pub struct FoldedPostings(
@@ -163,14 +154,6 @@ pub struct Snapshot {
     /// on first use (a request's default scale reads it: a pass over every chunk's
     /// columns, ~0.1 ms at 1M items, is too much to repeat per request).
     spans: Spans,
-}
-
-/// Per dimension, its values' smallest and largest once found (`None`: it holds none).
-type Spans = Arc<[OnceLock<Option<(f64, f64)>>]>;
-
-/// A span cache for `dims`, every dimension's span not yet found.
-fn unknown_spans(dims: &Dimensions) -> Spans {
-    dims.dims.iter().map(|_| OnceLock::new()).collect()
 }
 
 impl Snapshot {
@@ -367,133 +350,6 @@ impl Snapshot {
         &self.chunks
     }
 
-    /// The typed columns of chunk `c` (built on first use).
-    pub(crate) fn chunk_cols(&self, c: usize) -> Option<&ChunkCols> {
-        Some(self.chunks.get(c)?.cols(&self.dims))
-    }
-
-    /// The smallest and largest value of numeric dimension `dim` over every document
-    /// (`None` when none holds one), once per snapshot: from the documents of its lowest
-    /// and highest buckets, else from each chunk's column bounds.
-    pub(crate) fn observed_span(&self, dim: usize) -> Option<(f64, f64)> {
-        let cell = self.spans.get(dim)?;
-        if let Some(&span) = cell.get() {
-            return span;
-        }
-        // found outside the cell's initialisation: a parallel loop run inside it could
-        // block other requests on it, or (were a pool thread to take on a task that
-        // asks again) on itself; requests that race compute the same span
-        let span = self
-            .span_from_postings(dim, SPAN_DOCS)
-            .unwrap_or_else(|| self.span_from_columns(dim));
-        let _ = cell.set(span);
-        span
-    }
-
-    /// `observed_span` from every chunk's column bounds: each chunk's columns are built
-    /// if they are not (~0.4 ms a chunk: ~0.4 s of CPU at 1M items after a restart).
-    fn span_from_columns(&self, dim: usize) -> Option<(f64, f64)> {
-        let (lo, hi) = (0..self.chunks.len())
-            .into_par_iter()
-            .filter_map(|c| self.chunk_cols(c)?.span(dim))
-            .reduce(
-                || (f64::INFINITY, f64::NEG_INFINITY),
-                |a, b| (a.0.min(b.0), a.1.max(b.1)),
-            );
-        (lo <= hi).then_some((lo, hi))
-    }
-
-    /// `observed_span` from the postings: the lowest value is in the lowest bucket
-    /// holding a number (`numeric_key` keeps the values' order), so it is the least
-    /// number of that bucket's documents; likewise the highest. `None` (ask the
-    /// columns) when the buckets walked hold more than `budget` documents.
-    fn span_from_postings(&self, dim: usize, budget: u64) -> Option<Option<(f64, f64)>> {
-        let discern_dimensions::DimensionKind::Numeric(spec) = &self.dims.dims.get(dim)?.kind
-        else {
-            return None;
-        };
-        let whole = spec.whole_numbers();
-        let post = self.postings(dim)?;
-        let buckets = || post.map.iter().filter(|(k, _)| k.len() == 4);
-        let lo = self.extreme_of(dim, whole, buckets(), f64::min, budget)?;
-        let hi = self.extreme_of(dim, whole, buckets().rev(), f64::max, budget)?;
-        Some(lo.zip(hi))
-    }
-
-    /// The least (`pick` = `f64::min`) or greatest number of numeric dimension `dim`,
-    /// walking `buckets` from that end (`None`: more than `budget` documents to read;
-    /// `Some(None)`: no number at all).
-    fn extreme_of<'p>(
-        &self,
-        dim: usize,
-        whole: bool,
-        buckets: impl Iterator<Item = (&'p postings::Key, &'p postings::Posting)>,
-        pick: fn(f64, f64) -> f64,
-        mut budget: u64,
-    ) -> Option<Option<f64>> {
-        let mut found: Option<f64> = None;
-        for (key, docs) in buckets {
-            let docs = docs.get();
-            // (None: the bucket of NaN and the infinities, whose documents may hold
-            // their least number in another bucket)
-            let extremes = exact::bucket_extremes(key);
-            if let Some((a, b)) = extremes.filter(|_| whole) {
-                // a bucket holding one whole number holds it in every document
-                if a.ceil() == b.floor() {
-                    let x = a.ceil() + 0.0;
-                    return Some(Some(found.map_or(x, |f| pick(f, x))));
-                }
-            }
-            budget = budget.checked_sub(docs.len())?;
-            for d in docs.iter() {
-                let value = self.doc(d)?.value(dim);
-                columns::for_each_number(value.as_deref(), |x| {
-                    if !x.is_nan() {
-                        found = Some(found.map_or(x, |f| pick(f, x)));
-                    }
-                });
-            }
-            // every number beyond this bucket's was in the buckets walked
-            if extremes.is_some() && found.is_some() {
-                return Some(found);
-            }
-        }
-        Some(found)
-    }
-
-    /// The number of chunks (of `CHUNK` documents).
-    pub fn chunk_count(&self) -> usize {
-        self.chunks.len()
-    }
-
-    /// How many chunks have no columns built.
-    pub fn chunks_without_columns(&self) -> usize {
-        self.chunks
-            .iter()
-            .filter(|c| c.cols.get().is_none())
-            .count()
-    }
-
-    /// Builds chunk `c`'s columns if it has none — what the first request scanning it
-    /// would otherwise build on its way. Whether it built them.
-    pub fn build_chunk_columns(&self, c: usize) -> bool {
-        let missing = self.chunks.get(c).is_some_and(|ch| ch.cols.get().is_none());
-        if missing {
-            self.chunk_cols(c);
-        }
-        missing
-    }
-
-    /// The typed columns of chunk `c` if they are built.
-    pub(crate) fn built_chunk_cols(&self, c: usize) -> Option<&ChunkCols> {
-        self.chunks.get(c)?.cols.get()
-    }
-
-    /// The smallest `Doc::id_key` of chunk `c` (`u64::MAX` when it holds none).
-    pub(crate) fn chunk_min_id_key(&self, c: usize) -> u64 {
-        self.chunks.get(c).map_or(u64::MAX, |ch| ch.min_id_key())
-    }
-
     /// The vocabulary of text dimension `di`.
     pub(crate) fn vocab(&self, di: usize) -> Option<&Numbering> {
         self.vocab.get(di)?.as_deref()
@@ -531,238 +387,9 @@ impl Snapshot {
         self.keys.get(di)?.as_deref()
     }
 
-    /// Chunk `c`'s segments of numeric dimension `di`'s facet ranges (built on first use;
-    /// `None` for another dimension, see `SegmentCol`).
-    pub(crate) fn segment_col(&self, c: usize, di: usize) -> Option<&SegmentCol> {
-        let discern_dimensions::DimensionKind::Numeric(spec) = &self.dims.dims.get(di)?.kind else {
-            return None;
-        };
-        let cols = self.chunk_cols(c)?;
-        let col = cols.col(di)?;
-        cols.segments
-            .get(di)?
-            .get_or_init(|| {
-                let table = RangeTable::of(spec);
-                SegmentCol::build(col, &table).map(Arc::new)
-            })
-            .as_deref()
-    }
-
-    /// Chunk `c`'s key column of keyword or groupBy dimension `di` (built on first use).
-    pub(crate) fn key_col(&self, c: usize, di: usize) -> Option<&KeyCol> {
-        let numbers = self.key_numbers(di)?;
-        let chunk = self.chunks.get(c)?;
-        let col = chunk.cols(&self.dims).keys.get(di)?;
-        Some(col.get_or_init(|| Arc::new(KeyCol::build(&chunk.docs, di, numbers))))
-    }
-
-    /// Builds from its postings the key columns of keyword or groupBy dimension `di`
-    /// that the chunks `wanted` names lack, a block of chunks at a time (`keys::BLOCK`),
-    /// in parallel — in the blocks that lack enough of them to pay; `key_col` builds the
-    /// others from the rows. From the rows, a first facet over a million documents took
-    /// 80–220 ms a dimension: a hash lookup of every document's every key, each row a
-    /// cache miss. From the postings, a key is numbered once and its documents are
-    /// read in order.
-    pub(crate) fn build_key_cols(&self, di: usize, wanted: impl Fn(usize) -> bool) {
-        // (a block's columns from the postings cost a lookup per key besides its
-        // documents: not for a dimension of more keys than a block has documents, an
-        // address, nor for a block missing few columns)
-        const MIN_MISSING: usize = if cfg!(test) { 1 } else { 16 };
-        let per_block = keys::BLOCK / CHUNK;
-        let (Some(numbers), Some(p)) = (self.key_numbers(di), self.postings(di)) else {
-            return;
-        };
-        if p.len() > keys::BLOCK {
-            return;
-        }
-        let lacking = |c: usize| {
-            wanted(c)
-                && (self.chunks[c].cols.get())
-                    .is_none_or(|cols| cols.keys.get(di).is_some_and(|k| k.get().is_none()))
-        };
-        // (one pass on this thread: once the columns are built, every request's check)
-        let blocks: Vec<(usize, Vec<usize>)> = (0..self.chunks.len().div_ceil(per_block))
-            .map(|b| {
-                let chunks = b * per_block..((b + 1) * per_block).min(self.chunks.len());
-                (b, chunks.filter(|&c| lacking(c)).collect::<Vec<_>>())
-            })
-            .filter(|(_, missing)| missing.len() >= MIN_MISSING)
-            .collect();
-        if blocks.is_empty() {
-            return;
-        }
-        let Some(entries) = keys::numbered_postings(p, numbers) else {
-            return;
-        };
-        // contiguous runs of blocks, one a thread: a run's walk seeks each key once
-        let runs = blocks.len().div_ceil(rayon::current_num_threads().max(1));
-        blocks.par_chunks(runs).for_each(|run| {
-            let mut bufs = keys::BlockBufs::default();
-            let mut walk = keys::KeyWalk::new(&entries, (run[0].0 * keys::BLOCK) as u32);
-            for (b, missing) in run {
-                let spans: Vec<(u32, usize)> = (missing.iter())
-                    .map(|&c| ((c * CHUNK) as u32, self.chunks[c].docs.len()))
-                    .collect();
-                let base = (b * keys::BLOCK) as u32;
-                let made = KeyCol::from_postings(&mut walk, base, &spans, &mut bufs);
-                for (&c, col) in missing.iter().zip(made) {
-                    let cols = self.chunks[c].cols(&self.dims);
-                    if let Some(k) = cols.keys.get(di) {
-                        let _ = k.set(Arc::new(col));
-                    }
-                }
-            }
-        });
-    }
-
-    /// The chunks whose columns `before` (the snapshot this one replaced) had built and
-    /// this one has not — the chunks an apply copied, whose columns it dropped — each with
-    /// the chunk it copied (see `build_columns`).
-    pub fn columns_to_rebuild(&self, before: &Snapshot) -> Vec<ColumnsToBuild> {
-        if !Arc::ptr_eq(&self.dims, &before.dims) {
-            return Vec::new(); // other dimensions: other columns
-        }
-        self.chunks
-            .iter()
-            .zip(&before.chunks)
-            .enumerate()
-            .filter(|(_, (now, old))| {
-                !Arc::ptr_eq(now, old) && now.cols.get().is_none() && old.cols.get().is_some()
-            })
-            .map(|(chunk, (_, old))| ColumnsToBuild {
-                chunk,
-                old: old.clone(),
-            })
-            .collect()
-    }
-
-    /// The text fields, as (dimension, field), whose length classes are not united yet:
-    /// every one of a text dimension whose postings an apply copied (a copy starts
-    /// without them), or of an index built or loaded whole.
-    pub fn length_unions_missing(&self) -> Vec<(usize, usize)> {
-        let mut out = Vec::new();
-        for (di, d) in self.dims.dims.iter().enumerate() {
-            let (discern_dimensions::DimensionKind::Text(spec), Some(p)) =
-                (&d.kind, self.postings(di))
-            else {
-                continue;
-            };
-            let made = p.shorter.fields();
-            out.extend(
-                (0..spec.fields.len())
-                    .filter(|f| !made.contains(f))
-                    .map(|f| (di, f)),
-            );
-        }
-        out
-    }
-
-    /// Unites the length classes of `fields` (`length_unions_missing`) ahead of the text
-    /// requests that read them.
-    pub fn build_length_unions(&self, fields: &[(usize, usize)]) {
-        for &(di, field) in fields {
-            if let Some(p) = self.postings(di) {
-                p.shorter_than(field);
-            }
-        }
-    }
-
-    /// Builds the columns `job` names, with the key and segment columns the chunk it
-    /// copied had built, from that chunk's columns (for a request that would otherwise
-    /// build them on its way: the engine does so in the background after an apply).
-    /// When the job holds the copied chunk alone (the snapshot it was in is let go of),
-    /// its columns are changed in place rather than copied.
-    pub fn build_columns(&self, job: ColumnsToBuild) {
-        let ColumnsToBuild { chunk: c, old } = job;
-        let Some(chunk) = self.chunks.get(c) else {
-            return;
-        };
-        if chunk.cols.get().is_some() || old.cols.get().is_none() {
-            return; // (a request built them meanwhile, or there are none to patch)
-        }
-        let changed = chunk.docs.changed_since(&old.docs);
-        let cols = match Arc::try_unwrap(old) {
-            Ok(Chunk {
-                docs: was,
-                mut cols,
-                ..
-            }) => match cols.take() {
-                Some(cols) => cols.patch(&self.dims, &was, &chunk.docs, &changed, &self.keys),
-                None => return,
-            },
-            Err(old) => match old.cols.get() {
-                Some(cols) => {
-                    cols.clone()
-                        .patch(&self.dims, &old.docs, &chunk.docs, &changed, &self.keys)
-                }
-                None => return,
-            },
-        };
-        let _ = chunk.cols.set(cols);
-    }
-
     /// Every live document, in doc-number order.
     pub fn docs(&self) -> impl Iterator<Item = &Doc> {
         self.chunks.iter().flat_map(|c| c.docs.iter().flatten())
-    }
-
-    /// Rough bytes held by the index (for metrics): the documents from a sample
-    /// (`rows_bytes_sampled`), so that a refresh at a million items costs milliseconds,
-    /// not seconds.
-    pub fn estimated_bytes(&self) -> usize {
-        self.estimated_bytes_parts().total()
-    }
-
-    /// `estimated_bytes` part by part.
-    pub fn estimated_bytes_parts(&self) -> IndexBytes {
-        let Some(rows) = self.rows_bytes_sampled() else {
-            return IndexBytes::default();
-        };
-        let slot_bytes = self.chunks.len() * CHUNK * std::mem::size_of::<Option<Doc>>();
-        let vocab: usize = self.vocab.iter().flatten().map(|v| v.bytes()).sum();
-        IndexBytes {
-            documents: slot_bytes + vocab + rows,
-            columns: (self.chunks.iter())
-                .filter_map(|c| c.cols.get())
-                .map(ChunkCols::bytes)
-                .sum(),
-            postings: self.postings.iter().flatten().map(|p| p.bytes()).sum(),
-            dictionaries: self.terms.iter().flatten().map(|t| t.bytes()).sum(),
-        }
-    }
-
-    /// The live documents' own bytes (`doc_bytes`), measured in up to 8,192 slots spread
-    /// evenly over the index and scaled to all of them; `None` when the sample holds none.
-    fn rows_bytes_sampled(&self) -> Option<usize> {
-        const SAMPLE: usize = 8192;
-        // every stride-th slot, reached by its number (stepping through the live
-        // documents visited every slot on the way: ~1M at 1M items)
-        let slots = self.chunks.len() * CHUNK;
-        let stride = (slots / SAMPLE).max(1);
-        let (mut sampled, mut bytes) = (0usize, 0usize);
-        for n in (0..slots).step_by(stride) {
-            if let Some(d) = doc_at(&self.chunks, n as u32) {
-                sampled += 1;
-                bytes += Self::doc_bytes(d);
-            }
-        }
-        (sampled > 0).then(|| bytes / sampled * self.live)
-    }
-
-    fn doc_bytes(d: &Doc) -> usize {
-        // the document's allocation (reference count, head, length, values) and its id's
-        let total = 8
-            + std::mem::size_of::<DocHead>()
-            + 8
-            + std::mem::size_of_val(d.slots())
-            + 16
-            + d.id.len();
-        total
-            + d.slots()
-                .iter()
-                .flatten()
-                .map(Slot::heap_bytes_share)
-                .sum::<usize>()
     }
 }
 
@@ -788,24 +415,6 @@ impl std::ops::Deref for ShownValue<'_> {
 impl PartialEq for ShownValue<'_> {
     fn eq(&self, other: &ShownValue<'_>) -> bool {
         **self == **other
-    }
-}
-
-/// The index's estimated bytes by part (`Snapshot::estimated_bytes_parts`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IndexBytes {
-    /// The documents' rows (with their lists) and the text vocabularies.
-    pub documents: usize,
-    /// The chunks' typed columns built so far.
-    pub columns: usize,
-    pub postings: usize,
-    /// Did-you-mean term dictionaries.
-    pub dictionaries: usize,
-}
-
-impl IndexBytes {
-    pub fn total(&self) -> usize {
-        self.documents + self.columns + self.postings + self.dictionaries
     }
 }
 

@@ -2,6 +2,9 @@
 //! rebuilt after an apply.
 
 use super::*;
+use crate::columns::SegmentCol;
+use crate::keys::KeyCol;
+use crate::ranges::RangeTable;
 use discern_model::{Record, Value};
 use proptest::test_runner::TestCaseError;
 

@@ -12,7 +12,8 @@ use crate::numbering::{Numbering, Vocabularies};
 use crate::postings::{self, Postings, PostingsDelta, SpareSlot};
 use crate::terms::{self, TermDict, TermDicts};
 use crate::{
-    doc_at, doc_id, ids, intern, unknown_spans, Chunk, Doc, DocId, DocValues, Snapshot, CHUNK,
+    doc_at, doc_id, ids, intern, spans::unknown_spans, Chunk, Doc, DocId, DocValues, Snapshot,
+    CHUNK,
 };
 
 /// `Snapshot::number_text` with the vocabularies `vocab`.
