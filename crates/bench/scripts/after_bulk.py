@@ -6,7 +6,7 @@ bulk's rate, resident memory, each delta's time to its 201, the process's CPU ov
 deltas and, with `RUST_LOG=discern_engine=debug`, each delta's snapshot preparation.
 
     crates/bench/scripts/after_bulk.py --binary target/release/discern --dataset /tmp/ds1m \\
-        [--perf /tmp/deltas.perf] [--queries --wait 0]
+        [--perf /tmp/deltas.perf] [--queries --wait 0 --passes 3]
 
 `deltas.py` replays deltas on a copy of a data dir instead, which is quicker but not
 the benchmark's state: `cp` writes the item store in large page-cache folios, and a
@@ -31,7 +31,9 @@ ap.add_argument("--dataset", required=True)
 ap.add_argument("--perf", help="perf record (DWARF stacks) over the deltas into this file")
 ap.add_argument("--queries", action="store_true", help="then the did-you-mean and text classes once")
 ap.add_argument("--wait", type=float, default=0.0, help="seconds between the last 201 and the queries")
+ap.add_argument("--passes", type=int, default=1, help="how many times the text class is sent (pass 1 pays first use)")
 ap.add_argument("--work", default="/tmp/after-bulk-work")
+ap.add_argument("--keep-log", help="copy the server's log here before the work dir is removed")
 ap.add_argument("--port", type=int, default=18811)
 args = ap.parse_args()
 
@@ -65,7 +67,8 @@ try:
             stderr=subprocess.DEVNULL,
         )
         time.sleep(1)
-    ticks = srv.cpu_ticks()
+    items_file = os.path.join(args.work, "data", "items.redb")
+    ticks, written, grown = srv.cpu_ticks(), srv.written_bytes(), os.path.getsize(items_file)
     k = 1
     while os.path.exists(os.path.join(args.dataset, f"delta-{k}.xml")):
         body = open(os.path.join(args.dataset, f"delta-{k}.xml"), "rb").read()
@@ -75,7 +78,8 @@ try:
         if status != 201:
             raise RuntimeError(f"delta-{k}.xml: HTTP {status}")
         k += 1
-    ticks = srv.cpu_ticks() - ticks
+    ticks, written = srv.cpu_ticks() - ticks, srv.written_bytes() - written
+    grown = os.path.getsize(items_file) - grown
     if perf:
         perf.send_signal(2)
         perf.wait()
@@ -84,11 +88,13 @@ try:
         f" {statistics.median(took):.1f} ms, CPU {ticks} ticks; each {' '.join(f'{ms:.0f}' for ms in took)}",
         flush=True,
     )
+    print(f"  written by the deltas: {written / 1e6:.1f} MB (write calls, page cache included);"
+          f" the item store's file grew {grown / 1e6:.1f} MB", flush=True)
     print(f"  resident: {rss_bulk} MB at the bulk's 201, {rss_idle} 5 s later, {srv.rss_mb()} after the deltas", flush=True)
 
     if args.queries:
         time.sleep(args.wait)
-        for cls in ("didyoumean", "text"):
+        for cls in ["didyoumean"] + ["text"] * args.passes:
             times = [srv.timed_post(p, b) for _, p, b in queries(args.dataset, cls)[:100]]
             print(f"  {cls} p50 {statistics.median(times):.2f} ms, sum {sum(times):.0f} ms", flush=True)
         print(f"  resident after the queries: {srv.rss_mb()} MB", flush=True)
@@ -99,4 +105,6 @@ finally:
     if prepared and took:
         last = prepared[-len(took) :]
         print("  snapshot prepared (ms):", " ".join(f"{us / 1000:.0f}" for us in last))
+    if args.keep_log:
+        shutil.copy(log, args.keep_log)
     shutil.rmtree(args.work, ignore_errors=True)

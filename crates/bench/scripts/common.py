@@ -70,6 +70,11 @@ class Server:
         fields = open(f"/proc/{self.proc.pid}/stat").read().split(") ")[1].split()
         return int(fields[11]) + int(fields[12])
 
+    def written_bytes(self):
+        """Bytes the process has passed to write calls (`wchar`: the page cache's too)."""
+        io = open(f"/proc/{self.proc.pid}/io").read()
+        return int(re.search(r"wchar:\s+(\d+)", io).group(1))
+
     def minor_faults(self):
         return int(open(f"/proc/{self.proc.pid}/stat").read().split(") ")[1].split()[7])
 
