@@ -260,19 +260,10 @@ fn candidates(
 }
 
 fn escape(s: &str, o: &Options, out: &mut String) {
-    if !o.escape_html {
+    if o.escape_html {
+        crate::highlight::escape_html(s, out);
+    } else {
         out.push_str(s);
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
     }
 }
 

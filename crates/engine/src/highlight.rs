@@ -7,6 +7,8 @@ use discern_index::Highlighting;
 use discern_model::{Record, Value};
 use serde_json::{Map, Value as J};
 
+/// Escapes text for HTML content and attribute values (highlighted text, did-you-mean
+/// labels).
 pub fn escape_html(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
