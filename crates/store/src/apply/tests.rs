@@ -13,6 +13,16 @@ fn apply(s: &Store, ty: ChangesetType, doc: &str) -> Result<ApplyOutcome> {
     s.apply_changeset(ty, doc.as_bytes(), &mut |_| Ok(()))
 }
 
+/// Applies a changeset of type `ty` adding the one (empty) item `id`.
+fn add_item(s: &Store, ty: ChangesetType, id: &str) {
+    apply(
+        s,
+        ty,
+        &format!("<changeset><add-item id='{id}'/></changeset>"),
+    )
+    .unwrap();
+}
+
 fn sv(x: &str) -> Value {
     Value::Str(x.into())
 }
@@ -239,18 +249,8 @@ fn errors_on_either_side_of_a_long_document() {
 fn retention_and_checkpoint() {
     let (_d, s) = store();
     for i in 0..3 {
-        apply(
-            &s,
-            ChangesetType::Snapshot,
-            &format!("<changeset><add-item id='s{i}'/></changeset>"),
-        )
-        .unwrap();
-        apply(
-            &s,
-            ChangesetType::Delta,
-            &format!("<changeset><add-item id='d{i}'/></changeset>"),
-        )
-        .unwrap();
+        add_item(&s, ChangesetType::Snapshot, &format!("s{i}"));
+        add_item(&s, ChangesetType::Delta, &format!("d{i}"));
     }
     let all = s.list(true).unwrap();
     assert_eq!(all.len(), 4);
@@ -273,12 +273,7 @@ fn changesets_listed_since_a_state() {
     );
     let mut tokens = vec![s.state_token().unwrap()];
     for i in 0..3 {
-        apply(
-            &s,
-            ChangesetType::Delta,
-            &format!("<changeset><add-item id='d{i}'/></changeset>"),
-        )
-        .unwrap();
+        add_item(&s, ChangesetType::Delta, &format!("d{i}"));
         tokens.push(s.state_token().unwrap());
     }
     let all = s.list(true).unwrap();
@@ -297,12 +292,7 @@ fn changesets_listed_since_a_state() {
     }
     // retention retires the state's changeset and those after it (two snapshots kept)
     for i in 0..3 {
-        apply(
-            &s,
-            ChangesetType::Snapshot,
-            &format!("<changeset><add-item id='s{i}'/></changeset>"),
-        )
-        .unwrap();
+        add_item(&s, ChangesetType::Snapshot, &format!("s{i}"));
     }
     assert_eq!(s.listed_since(&tokens[2]).unwrap(), None);
     assert_eq!(s.listed_since(&tokens[0]).unwrap(), None);
