@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::Scorer;
-use crate::bits::and_small;
+use crate::bits::{and_small, union_of};
 use crate::postings::{text_key, text_level_key, union, PostingRef, ShorterThan, MAX_LEVEL};
 use crate::text::{average_length, bm25_term, Gathered, TextMatcher, K1};
 use crate::Snapshot;
@@ -262,7 +262,7 @@ impl<'s> Bounds<'s> {
                 match (&whole[..], shorter.len()) {
                     ([], 1) => shorter.pop().unwrap_or_default(),
                     ([one], 0) => (*one).clone(),
-                    _ => whole.into_iter().chain(shorter.iter()).union(),
+                    _ => union_of(whole.into_iter().chain(shorter.iter())),
                 }
             })
             .collect()

@@ -347,6 +347,8 @@ impl Scorer<'_, '_> {
         #[cfg(test)]
         tests::SCORED.with(|n| n.set(n.get() + new.len()));
         let scored = self.t.score_some(self.snap, self.dim, self.g, &new);
+        // (reserved: a roaring iterator zipped is extended one push at a time)
+        self.scored.reserve(scored.len());
         self.scored.extend(new.iter().zip(scored));
         self.done |= new;
         Some(())

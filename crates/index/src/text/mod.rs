@@ -7,7 +7,7 @@ use std::ops::Range;
 use discern_dimensions::IndexedValue;
 
 use rayon::prelude::*;
-use roaring::{MultiOps, RoaringBitmap};
+use roaring::RoaringBitmap;
 
 mod parse;
 
@@ -289,7 +289,7 @@ impl TextMatcher {
                 let in_field = match &sources[base..] {
                     [(_, one)] => &**one,
                     more => {
-                        united = more.iter().map(|(_, b)| &**b).union();
+                        united = crate::bits::union_of(more.iter().map(|(_, b)| &**b));
                         &united
                     }
                 };
