@@ -196,6 +196,18 @@ impl Posting {
         }
     }
 
+    /// Whether a change to this posting copies a set too small to overlay (`changed`),
+    /// cheaply — or overlays a large one, which may fold its changes in. Told without
+    /// merging an overlaid set.
+    pub(crate) fn changes_cheaply(&self) -> bool {
+        match self.held() {
+            Held::One(_) => true,
+            // SAFETY: as in `get`.
+            Held::Set(p) => unsafe { &*p }.len() < OVERLAY_MIN,
+            Held::Overlaid(_) => false,
+        }
+    }
+
     /// Estimated bytes of the documents, without merging an overlaid set.
     pub(crate) fn set_bytes(&self) -> usize {
         match self.held() {
@@ -408,7 +420,8 @@ mod tests {
 
         /// A posting changed again and again — its earlier versions kept or let go, read
         /// (and so merged) or not in between — holds the documents a plain set given
-        /// the same changes holds, and every version still holds its own.
+        /// the same changes holds, and every version still holds its own; each change
+        /// is cheap (a copy) exactly when the set is neither overlaid nor large.
         #[test]
         fn changes_overlaid_or_copied_equal_a_plain_set(
             start in prop::collection::btree_set(0u32..300, 0..60),
@@ -428,6 +441,14 @@ mod tests {
                     if let Some(p) = &cur {
                         kept.push((p.clone(), want.clone()));
                     }
+                }
+                // (told without merging: an overlaid set is read only when `read` says)
+                if let Some(p) = &cur {
+                    let overlaid = matches!(p.held(), Held::Overlaid(_));
+                    prop_assert_eq!(
+                        p.changes_cheaply(),
+                        !overlaid && p.get().len() < OVERLAY_MIN
+                    );
                 }
                 cur = Posting::changed(cur, &add, &remove);
                 want |= &add;
