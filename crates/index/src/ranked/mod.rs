@@ -237,17 +237,22 @@ fn find(
         }
         mean.value()
     };
-    // the relevance of every exact document scored, in the order scored (runs of
-    // ascending documents) (only the search over every result scores documents that
-    // are not exact: without it, a lookup per document scored would cost as much as the
-    // ranking)
+    // the relevance of every exact document scored that may be on the page, in the
+    // order scored (runs of ascending documents) (only the search over every result
+    // scores documents that are not exact: without it, a lookup per document scored
+    // would cost as much as the ranking)
     // (sized once: collected through the filter it grew from empty by doubling, each
     // step a copy into fresh memory — 16% of the page faults a restarted engine took
     // over the text class's first two passes)
+    // (A text-exact document scoring below `theta` has a relevance at most `outside`
+    // below, as its relevance rises with its score alone: on the page it would leave
+    // the page's last at most `outside`, and the answer is then `None` with it or
+    // without it. So it is passed by before its relevance is computed or its
+    // membership in `exact` looked up: the rounds' candidates scored below the page.)
     let mut ranked: Vec<(f64, u32, Scored)> = Vec::with_capacity(scorer.scored.len());
     ranked.extend(
         (scorer.scored.iter())
-            .filter(|(d, _)| all_exact || exact.contains(*d))
+            .filter(|(d, p)| !(p.exact && p.score < theta) && (all_exact || exact.contains(*d)))
             .map(|(d, p)| (relevance(p), *d, *p)),
     );
     let top = page_of(snap, &ranked, k)?;
