@@ -1,6 +1,8 @@
 //! Sets of documents as plain bitsets (bit `d` of word `d / 64`), for loops that test or
 //! walk many members: made from roaring bitmaps without iterating their dense
-//! containers, walked a word at a time.
+//! containers, walked a word at a time. And roaring set operations done the cheaper way
+//! for the sets at hand: an intersection by lookups (`and_small`), a union of a few sets
+//! by merging (`union_of`).
 
 use roaring::RoaringBitmap;
 
