@@ -443,14 +443,19 @@ mod tests {
                     }
                 }
                 // (told without merging: an overlaid set is read only when `read` says)
-                if let Some(p) = &cur {
+                let cheap = cur.as_ref().map(|p| {
                     let overlaid = matches!(p.held(), Held::Overlaid(_));
-                    prop_assert_eq!(
-                        p.changes_cheaply(),
-                        !overlaid && p.get().len() < OVERLAY_MIN
-                    );
+                    (p.changes_cheaply(), !overlaid && p.get().len() < OVERLAY_MIN)
+                });
+                if let Some((cheap, small)) = cheap {
+                    prop_assert_eq!(cheap, small);
                 }
                 cur = Posting::changed(cur, &add, &remove);
+                // a change told cheap is a copy, never an overlay (`apply_to` makes it
+                // in place, outside the parallel step that overlays)
+                if let (Some((true, _)), Some(p)) = (cheap, &cur) {
+                    prop_assert!(!matches!(p.held(), Held::Overlaid(_)));
+                }
                 want |= &add;
                 want -= &remove;
                 match &cur {
@@ -486,6 +491,23 @@ mod tests {
 
     /// A large set changed keeps the older set as it is, shared, with the change beside
     /// it; read, it is merged, and the older set is let go.
+    /// `changes_cheaply` draws the line `changed` draws: one document short of
+    /// `OVERLAY_MIN`, a one-document change is a copy (told cheap); at it, an overlay
+    /// (not cheap). `apply_to` changes the cheap ones in place, outside its parallel step.
+    #[test]
+    fn cheap_changes_are_the_copies() {
+        let added = RoaringBitmap::from_iter([1_000]);
+        for n in [1, OVERLAY_MIN as u32 - 1, OVERLAY_MIN as u32, 64] {
+            let p = Posting::of((0..n).collect()).expect("a set");
+            let cheap = p.changes_cheaply();
+            assert_eq!(cheap, u64::from(n) < OVERLAY_MIN, "{n} documents");
+            let changed = Posting::changed(Some(p), &added, &RoaringBitmap::new()).expect("a set");
+            let overlaid = matches!(changed.held(), Held::Overlaid(_));
+            assert_eq!(overlaid, !cheap, "{n} documents");
+            assert!(!changed.changes_cheaply() || !overlaid);
+        }
+    }
+
     #[test]
     fn a_large_set_is_overlaid_not_copied() {
         let kept = Posting::of((0..64).collect()).expect("a set");
