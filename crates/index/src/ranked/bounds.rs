@@ -12,7 +12,7 @@ use roaring::{MultiOps, RoaringBitmap};
 use super::Scorer;
 use crate::bits::{and_small, union_of};
 use crate::postings::{text_key, text_level_key, union, PostingRef, ShorterThan, MAX_LEVEL};
-use crate::text::{average_length, bm25_term, Gathered, TextMatcher, K1};
+use crate::text::{average_length, bm25_term, Gathered, Holders, TextMatcher, K1};
 use crate::Snapshot;
 
 /// Tokens a `startsWith` term may stand for here (each bounded on its own).
@@ -81,6 +81,31 @@ const FEW: u64 = if cfg!(test) { 2 } else { 1024 };
 /// Sets of at most this many documents (or four times the page) are scored whole
 /// (tests bound sets larger than the page).
 const SMALL: u64 = 256;
+
+/// The documents a search ranks: a set, or every holder of a query term — counted,
+/// and united only if a search reads them as a set (`Holders`), which a search among
+/// every holder rarely does: each part's sets are within them already.
+#[derive(Clone, Copy)]
+pub(super) enum Within<'w> {
+    Docs(&'w RoaringBitmap),
+    Holders(&'w Holders<'w>),
+}
+
+impl<'w> Within<'w> {
+    pub(super) fn len(&self) -> u64 {
+        match self {
+            Within::Docs(d) => d.len(),
+            Within::Holders(h) => h.len(),
+        }
+    }
+
+    pub(super) fn docs(&self) -> &'w RoaringBitmap {
+        match *self {
+            Within::Docs(d) => d,
+            Within::Holders(h) => h.set(),
+        }
+    }
+}
 
 pub(super) struct Bounds<'s> {
     /// The parts bounded, and the sum of their largest bounds.
@@ -308,7 +333,7 @@ impl<'s> Bounds<'s> {
     pub(super) fn candidates<'a>(
         &'a self,
         theta: f64,
-        within: &RoaringBitmap,
+        within: Within<'_>,
         budget: u64,
         held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
@@ -327,14 +352,14 @@ impl<'s> Bounds<'s> {
     fn by_terms<'a>(
         &'a self,
         theta: f64,
-        within: &RoaringBitmap,
+        within: Within<'_>,
         budget: u64,
         held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
         let nt = self.terms.len();
         if nt > MAX_TERM_SETS {
             let all: Vec<usize> = (0..self.parts.len()).collect();
-            return self.reaching_together(&all, theta, within, false, budget);
+            return self.reaching_together(&all, theta, within.docs(), false, budget);
         }
         let sets = (1u32..1 << nt).filter_map(|set| {
             if members(set, nt).any(|t| self.terms[t].is_empty()) {
@@ -356,7 +381,7 @@ impl<'s> Bounds<'s> {
     fn by_parts<'a>(
         &'a self,
         theta: f64,
-        within: &RoaringBitmap,
+        within: Within<'_>,
         budget: u64,
         held: &mut Held<'a>,
     ) -> Option<RoaringBitmap> {
@@ -371,7 +396,7 @@ impl<'s> Bounds<'s> {
     fn per_set<'a>(
         &'a self,
         theta: f64,
-        within: &RoaringBitmap,
+        within: Within<'_>,
         budget: u64,
         of: SetsOf,
         sets: impl Iterator<Item = (u32, Vec<usize>)>,
@@ -594,7 +619,7 @@ impl<'s> Bounds<'s> {
     pub(super) fn search(
         &self,
         scorer: &mut Scorer<'_, '_>,
-        within: &RoaringBitmap,
+        within: Within<'_>,
         k: usize,
     ) -> Option<f64> {
         let small = if cfg!(test) {
@@ -602,9 +627,12 @@ impl<'s> Bounds<'s> {
         } else {
             (4 * k as u64).max(SMALL)
         };
-        debug_assert!(scorer.done.is_subset(within), "scored outside `within`");
+        debug_assert!(
+            scorer.done.is_subset(within.docs()),
+            "scored outside `within`"
+        );
         if within.len() <= small {
-            scorer.score(within)?;
+            scorer.score(within.docs())?;
             return Some(0.0);
         }
         // the parts with few documents are scored whole; the others are bounded, from
@@ -612,7 +640,11 @@ impl<'s> Bounds<'s> {
         // until k documents reach one, then a little below the k-th best score found
         // (ties at it are then all scored, and a k-th best just under a threshold needs
         // no further round)
-        scorer.score(&(&self.few & within))?;
+        match within {
+            // (every part's documents are holders)
+            Within::Holders(_) => scorer.score(&self.few)?,
+            Within::Docs(docs) => scorer.score(&(&self.few & docs))?,
+        }
         let share = within.len() as f64 / self.holders.max(1) as f64;
         let mut want = ESTIMATED_PAGES * k as f64;
         let mut theta = self
@@ -627,7 +659,10 @@ impl<'s> Bounds<'s> {
             // the limit in all is sure to be too many, which `score` checks exactly)
             let c = self.candidates(theta, within, scorer.limit, &mut held)?;
             scorer.score(&c)?;
-            debug_assert!(scorer.done.is_subset(within), "scored outside `within`");
+            debug_assert!(
+                scorer.done.is_subset(within.docs()),
+                "scored outside `within`"
+            );
             match scorer.kth(k) {
                 Some(kth) if kth >= theta => return Some(theta),
                 Some(kth) => theta = kth * BELOW,
@@ -688,7 +723,7 @@ impl<'a> Held<'a> {
 /// `all` (`within` holds every set's members) the sets' intersection, a single set as
 /// it stands.
 fn holding_all<'a>(
-    within: &RoaringBitmap,
+    within: Within<'_>,
     all: bool,
     mut sets: Vec<&'a RoaringBitmap>,
 ) -> Cow<'a, RoaringBitmap> {
@@ -696,8 +731,8 @@ fn holding_all<'a>(
     let (mut docs, rest) = match (all, &sets[..]) {
         (true, [one]) => return Cow::Borrowed(*one),
         (true, [a, b, rest @ ..]) => (and_small(a, b), rest),
-        (_, [a, rest @ ..]) => (and_small(within, a), rest),
-        (_, []) => return Cow::Owned(within.clone()),
+        (_, [a, rest @ ..]) => (and_small(within.docs(), a), rest),
+        (_, []) => return Cow::Owned(within.docs().clone()),
     };
     for h in rest {
         docs &= *h;

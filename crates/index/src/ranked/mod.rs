@@ -17,7 +17,7 @@ mod bounds;
 #[cfg(test)]
 mod tests;
 
-use bounds::Bounds;
+use bounds::{Bounds, Within};
 
 use crate::admit::Admit;
 use crate::criteria::{Criterion, EvalCtx, Leaf, Matcher, Node, WeightedMean};
@@ -104,15 +104,16 @@ pub(crate) fn ranked_results(
         let Matcher::Text(t) = &plan.leaf.matcher else {
             return None;
         };
-        find(snap, criteria, &plan, t, ctx, filter, k)?
+        find(snap, criteria, &plan, t, ctx, filter, (k, collect))?
     };
     #[cfg(test)]
     tests::ANSWERED.with(|n| n.set(n.get() + 1));
     let Found {
         at,
         hits,
-        results,
-        exact,
+        total,
+        exact_count,
+        matched,
         graded,
         max_score,
     } = found;
@@ -124,12 +125,6 @@ pub(crate) fn ranked_results(
     {
         t.set_scored(graded, max_score);
     }
-    let total = results.len() as usize;
-    let exact_count = exact.len() as usize;
-    let matched = collect.then(|| Matched {
-        other: &results - &exact,
-        exact,
-    });
     Some(Results {
         hits,
         total,
@@ -139,19 +134,22 @@ pub(crate) fn ranked_results(
     })
 }
 
-/// A ranked answer: the page, the result and exact sets, and the page's documents with
-/// their scores (in doc order) and the grading reference, for the text matcher.
+/// A ranked answer: the page, the counts of results and exact results (and the sets,
+/// when collected), and the page's documents with their scores (in doc order) and the
+/// grading reference, for the text matcher.
 struct Found {
     at: usize,
     hits: Vec<Hit>,
-    results: RoaringBitmap,
-    exact: RoaringBitmap,
+    total: usize,
+    exact_count: usize,
+    matched: Option<Matched>,
     /// The page's documents and their scores, in doc order.
     graded: Vec<(u32, Scored)>,
     max_score: f64,
 }
 
-/// The page of `plan`'s request from score bounds (`None`: evaluate in full).
+/// The page of `plan`'s request from score bounds (`None`: evaluate in full): the best
+/// `k`, and with `collect` the result sets too.
 fn find(
     snap: &Snapshot,
     criteria: &[Criterion],
@@ -159,34 +157,64 @@ fn find(
     t: &TextMatcher,
     ctx: &EvalCtx,
     filter: &Admit,
-    k: usize,
+    (k, collect): (usize, bool),
 ) -> Option<Found> {
     let g = t.gather(snap, plan.dim)?;
-    let mut passing = exact_intersection(snap, &plan.filters, ctx, Some(&g.matched))?;
-    // (the best score graded against is that of the results `items` and `notItems`
-    // admit, as a scan grades it)
-    filter.restrict(&mut passing);
-    // (unless all terms are required every holder of a term is text-exact, and
-    // `passing` is within the holders already)
-    let text_exact = if t.require_all {
-        Cow::Owned(&passing & g.term_docs.iter().intersection())
+    // Every holder of a term is a result, and an exact one, when nothing narrows them
+    // (no filter, no other criterion, no `items` or `notItems`, not every one of
+    // several terms required): they are then ranked as `Holders`, counted, not
+    // united, unless their sets are collected (for facets).
+    let every_holder = plan.filters.is_empty()
+        && plan.others.is_empty()
+        && filter.admits_all()
+        && g.term_docs.is_empty()
+        && !collect;
+    let passing: Cow<'_, RoaringBitmap>;
+    let exact_docs: Cow<'_, RoaringBitmap>;
+    let (results, exact) = if every_holder {
+        (Within::Holders(&g.matched), Within::Holders(&g.matched))
     } else {
-        Cow::Borrowed(&passing)
-    };
-    // (a copy of a set of a few 100,000 documents saved when no other criterion counts)
-    let exact = if plan.others.is_empty() {
-        text_exact.into_owned()
-    } else {
-        exact_intersection(snap, &plan.others, ctx, Some(&text_exact))?
+        passing = {
+            let mut passing = if plan.filters.is_empty() {
+                Cow::Borrowed(g.matched.set())
+            } else {
+                let within = Some(g.matched.set());
+                Cow::Owned(exact_intersection(snap, &plan.filters, ctx, within)?)
+            };
+            // (the best score graded against is that of the results `items` and
+            // `notItems` admit, as a scan grades it)
+            if !filter.admits_all() {
+                filter.restrict(passing.to_mut());
+            }
+            passing
+        };
+        // (unless all of several terms are required every holder of a term is
+        // text-exact, and `passing` is within the holders already)
+        let text_exact = if g.term_docs.is_empty() {
+            Cow::Borrowed(&*passing)
+        } else {
+            Cow::Owned(&*passing & g.term_docs.iter().map(|d| &**d).intersection())
+        };
+        exact_docs = if plan.others.is_empty() {
+            text_exact
+        } else {
+            Cow::Owned(exact_intersection(
+                snap,
+                &plan.others,
+                ctx,
+                Some(&text_exact),
+            )?)
+        };
+        let results = if filter.exact_only {
+            &*exact_docs
+        } else {
+            &*passing
+        };
+        (Within::Docs(results), Within::Docs(&exact_docs))
     };
     if (exact.len() as usize) < k {
         return None; // the page holds non-exact results
     }
-    let results = if filter.exact_only {
-        exact.clone()
-    } else {
-        passing
-    };
     let bounds = Bounds::new(snap, plan.dim, t, &g)?;
     #[cfg(test)]
     let limit = tests::score_limit(results.len());
@@ -204,22 +232,27 @@ fn find(
         scored: Vec::new(),
         limit,
     };
+    let found = |hits: Vec<Hit>, graded: Vec<(u32, Scored)>, max_score: f64| Found {
+        at: plan.at,
+        hits,
+        total: results.len() as usize,
+        exact_count: exact.len() as usize,
+        matched: collect.then(|| Matched {
+            other: results.docs() - exact.docs(),
+            exact: exact.docs().clone(),
+        }),
+        graded,
+        max_score,
+    };
     // the page: the best k exact documents by score; grading: the best result's score
     if k == 0 {
-        return Some(Found {
-            at: plan.at,
-            hits: Vec::new(),
-            results,
-            exact,
-            graded: Vec::new(),
-            max_score: 0.0,
-        });
+        return Some(found(Vec::new(), Vec::new(), 0.0));
     }
-    let theta = bounds.search(&mut scorer, &exact, k)?;
+    let theta = bounds.search(&mut scorer, exact, k)?;
     // (results equal in number to the exact ones are the exact ones)
     let all_exact = results.len() == exact.len();
     if !all_exact {
-        bounds.search(&mut scorer, &results, 1)?;
+        bounds.search(&mut scorer, results, 1)?;
     }
     let max_score = scorer.best();
     // relevance from the text score (every other criterion exact, of its exactRelevance)
@@ -249,10 +282,13 @@ fn find(
     // the page's last at most `outside`, and the answer is then `None` with it or
     // without it. So it is passed by before its relevance is computed or its
     // membership in `exact` looked up: the rounds' candidates scored below the page.)
+    let exact_among = (!all_exact).then(|| exact.docs());
     let mut ranked: Vec<(f64, u32, Scored)> = Vec::with_capacity(scorer.scored.len());
     ranked.extend(
         (scorer.scored.iter())
-            .filter(|(d, p)| !(p.exact && p.score < theta) && (all_exact || exact.contains(*d)))
+            .filter(|(d, p)| {
+                !(p.exact && p.score < theta) && exact_among.is_none_or(|e| e.contains(*d))
+            })
             .map(|(d, p)| (relevance(p), *d, *p)),
     );
     let top = page_of(snap, &ranked, k)?;
@@ -280,14 +316,7 @@ fn find(
         .map(|&(_, d, p)| (d, p))
         .collect();
     graded.sort_unstable_by_key(|(d, _)| *d);
-    Some(Found {
-        at: plan.at,
-        hits,
-        results,
-        exact,
-        graded,
-        max_score,
-    })
+    Some(found(hits, graded, max_score))
 }
 
 /// The best `k` of `ranked` (relevance, document, score) in the default order. Each is

@@ -194,6 +194,13 @@ fn equals_full_scan_on(
     // — after an apply, the chunks it copied — and the scan then builds them all)
     let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
     let mut top = evaluate(snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
+    // and without the result sets: then a request that narrows the text's holders by
+    // nothing ranks them uncounted (`Holders`), a way the sets' request never takes
+    // (counted once with it in `ANSWERED`)
+    let answered = ANSWERED.with(Cell::get);
+    let mut q1 = parse_query(&body, &snap.dims, 1000).unwrap();
+    let top_only = evaluate(snap, &mut q1.criteria, &filter, Want::Top(k));
+    ANSWERED.with(|n| n.set(answered));
     let mut q0 = parse_query(&body, &snap.dims, 1000).unwrap();
     let mut want = reference_hits(snap, &mut q0.criteria, &filter);
     want.sort_by(default_order);
@@ -204,6 +211,24 @@ fn equals_full_scan_on(
         top.hits.iter().map(key).collect::<Vec<_>>(),
         want.iter().take(k).map(key).collect::<Vec<_>>()
     );
+    prop_assert_eq!(
+        (top_only.total, top_only.exact_count),
+        (top.total, top.exact_count)
+    );
+    prop_assert_eq!(
+        top_only.hits.iter().map(key).collect::<Vec<_>>(),
+        want.iter().take(k).map(key).collect::<Vec<_>>()
+    );
+    let explained = |r: &Results, q: &[Criterion], doc| -> Vec<(bool, u64)> {
+        let o = r.explain(snap, q, doc);
+        o.iter().map(|(e, r)| (*e, r.to_bits())).collect()
+    };
+    for h in &top_only.hits {
+        prop_assert_eq!(
+            explained(&top_only, &q1.criteria, h.doc),
+            explained(&top, &q.criteria, h.doc)
+        );
+    }
     let (m, all) = (
         top.matched.take().unwrap_or_default(),
         Matched::of_hits(&want),
@@ -324,12 +349,12 @@ proptest! {
             };
             for share in &shares {
                 let at_least = b.parts[j].max * share;
-                let got = b.reaching(j, at_least, &g.matched, false);
+                let got = b.reaching(j, at_least, g.matched.set(), false);
                 prop_assert_eq!(got, by_class(at_least), "part {} share {}", j, share);
                 // (and within a subset of the holders: that subset's members of it)
-                let half: RoaringBitmap = g.matched.iter().step_by(2).collect();
+                let half: RoaringBitmap = g.matched.set().iter().step_by(2).collect();
                 let got = b.reaching(j, at_least, &half, false);
-                let within_half = b.reaching(j, at_least, &g.matched, false) & &half;
+                let within_half = b.reaching(j, at_least, g.matched.set(), false) & &half;
                 prop_assert_eq!(got, within_half, "part {} share {} within half", j, share);
                 // (within documents that hold the part, said so: the same)
                 let holding: RoaringBitmap = b.parts[j].levels[0].iter().step_by(2).collect();
@@ -341,7 +366,7 @@ proptest! {
             }
             // every threshold at once: each threshold's documents
             let thresholds: Vec<f64> = shares.iter().map(|s| b.parts[j].max * s).collect();
-            let each = b.reaching_each(j, &thresholds, &g.matched, false);
+            let each = b.reaching_each(j, &thresholds, g.matched.set(), false);
             prop_assert_eq!(each.len(), thresholds.len());
             for (got, &at_least) in each.iter().zip(&thresholds) {
                 prop_assert_eq!(got, &by_class(at_least), "part {} at least {} of several", j, at_least);
@@ -404,7 +429,7 @@ fn bounds_hold(snap: &crate::Snapshot, text: J) -> Result<(), TestCaseError> {
     let g = t.gather(snap, dim).unwrap();
     let b = Bounds::new(snap, dim, t, &g).unwrap();
     let (rank, scored) = t.score_all(snap, dim, &g);
-    for d in g.matched.iter() {
+    for d in g.matched.set().iter() {
         if b.few.contains(d) {
             continue;
         }

@@ -9,7 +9,10 @@ use discern_dimensions::IndexedValue;
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
+mod holders;
 mod parse;
+
+pub(crate) use holders::Holders;
 
 use crate::bits::Positions;
 use crate::columns::ChunkCols;
@@ -112,10 +115,12 @@ pub(crate) struct Gathered<'s> {
     /// Per term: its idf over every queried field (the weights of `m`), and their sum.
     pub(crate) weights: Vec<f64>,
     pub(crate) wsum: f64,
-    /// Per term: the documents holding it in a queried field.
-    pub(crate) term_docs: Vec<RoaringBitmap>,
+    /// Per term, when every term is required (`require_all`, their one use) and there
+    /// are several: the documents holding it in a queried field. Else empty (a lone
+    /// term's are `matched`).
+    pub(crate) term_docs: Vec<Cow<'s, RoaringBitmap>>,
     /// Documents holding a query term.
-    pub(crate) matched: RoaringBitmap,
+    pub(crate) matched: Holders<'s>,
 }
 
 /// Where a document's score is among a matcher's: every holder of a query term numbered
@@ -254,7 +259,7 @@ impl TextMatcher {
         self.max_score = scored.iter().map(|p| p.score).fold(0.0, f64::max);
         self.rank = Graded::Every(rank);
         self.scored = scored;
-        self.matched = g.matched;
+        self.matched = g.matched.into_set().into_owned();
     }
 
     /// What scoring needs from the postings (bitmap operations only, no document read).
@@ -263,13 +268,12 @@ impl TextMatcher {
         let n_docs = snap.len().max(1) as f64;
         let (nf, nt) = (self.fields.len(), self.n_terms);
         let mut df = vec![vec![0u64; nt]; nf];
-        let mut matched = RoaringBitmap::new();
         let mut df_any = vec![0u64; nt];
-        let mut term_docs = Vec::with_capacity(nt);
+        let mut per_term: Vec<Holders<'s>> = Vec::with_capacity(nt);
         // (slot = field position × terms + term, a set of documents holding it once more)
         let mut sources: Vec<(usize, Cow<RoaringBitmap>)> = Vec::new();
         for (t, any) in df_any.iter_mut().enumerate() {
-            let mut docs = RoaringBitmap::new();
+            let mut in_fields: Vec<Cow<'s, RoaringBitmap>> = Vec::with_capacity(nf);
             for (fi, fq) in self.fields.iter().enumerate() {
                 // a field whose analysis gave fewer terms looks up "": no token, or as a
                 // prefix every token (as `count_row` does)
@@ -284,17 +288,13 @@ impl TextMatcher {
                 } else {
                     sources.extend(post.get(&key).map(|b| (slot, b.bitmap())));
                 }
-                // (one set, the common case: read where it is, not copied)
-                let united;
-                let in_field = match &sources[base..] {
-                    [(_, one)] => &**one,
-                    more => {
-                        united = crate::bits::union_of(more.iter().map(|(_, b)| &**b));
-                        &united
-                    }
+                // (one set, the common case: lent as it stands, not copied)
+                let in_field: Cow<'s, RoaringBitmap> = match &sources[base..] {
+                    [(_, Cow::Borrowed(one))] => Cow::Borrowed(*one),
+                    more => Cow::Owned(crate::bits::union_of(more.iter().map(|(_, b)| &**b))),
                 };
                 df[fi][t] = in_field.len();
-                docs |= in_field;
+                in_fields.push(in_field);
                 for level in 2..=MAX_LEVEL {
                     let before = sources.len();
                     let key = text_level_key(fq.index, level, term);
@@ -309,10 +309,22 @@ impl TextMatcher {
                     }
                 }
             }
+            let docs = Holders::of(in_fields);
             *any = docs.len();
-            matched |= &docs;
-            term_docs.push(docs);
+            per_term.push(docs);
         }
+        // (a lone term's holders as they are, neither copied nor united: "hall" at 1M,
+        // 13% of its request's CPU went to copies and unions made only to be read)
+        let mut term_docs = Vec::new();
+        let matched = match per_term.len() {
+            1 => per_term.pop().unwrap_or_else(|| Holders::of(Vec::new())),
+            _ if self.require_all => {
+                term_docs = per_term.into_iter().map(Holders::into_set).collect();
+                let all = crate::bits::union_of(term_docs.iter().map(|d| &**d));
+                Holders::of(vec![Cow::Owned(all)])
+            }
+            _ => Holders::of(per_term.into_iter().flat_map(Holders::into_parts).collect()),
+        };
         let stats: Vec<(u64, u64)> = self
             .fields
             .iter()
@@ -353,7 +365,7 @@ impl TextMatcher {
         g: &Gathered<'_>,
     ) -> (DocRank, Vec<Scored>) {
         let stride = self.fields.len() * self.n_terms;
-        let rank = DocRank::new(&g.matched);
+        let rank = DocRank::new(g.matched.set());
         let n = rank.len();
         let mut tf = vec![0u16; n * stride];
         let mut scored = vec![Scored::default(); n];
