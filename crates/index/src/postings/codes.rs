@@ -10,7 +10,7 @@
 
 use discern_dimensions::IndexedValue;
 
-use super::{length_class, text_key, text_length_key, text_level_key, MAX_LEVEL};
+use super::{length_class, text_key, text_length_key, text_level_key, Key, MAX_LEVEL};
 use crate::numbering::Numbered;
 
 const TOKEN: u64 = 0;
@@ -46,7 +46,7 @@ impl TextCode {
     }
 
     /// The key's bytes, as `postings` keys them; `vocab` names the tokens.
-    pub(crate) fn key(self, vocab: Option<&Numbered>) -> Box<[u8]> {
+    pub(crate) fn key(self, vocab: Option<&Numbered>) -> Key {
         let token = || vocab.and_then(|v| v.get(self.number())).unwrap_or_default();
         let field = self.field() as usize;
         match self.0 >> 56 {

@@ -10,7 +10,7 @@ use roaring::RoaringBitmap;
 
 use super::{
     bitmap_of_sorted, freezable, length_class, text_key, text_length_key, text_level_key,
-    text_level_key_into, tree_of, DimPostings, KeyBuf, Posting, Postings, MAX_LEVEL,
+    text_level_key_into, tree_of, DimPostings, Key, KeyBuf, Posting, Postings, MAX_LEVEL,
 };
 use crate::numbering::{Numbered, Vocabularies};
 use crate::FastMap;
@@ -78,7 +78,7 @@ const BUILD_RUN: usize = if cfg!(test) { 3 } else { 16_384 };
 #[derive(Default)]
 struct Counted {
     /// Per key, in key order: its documents, ascending.
-    keys: Vec<(Box<[u8]>, Vec<u32>)>,
+    keys: Vec<(Key, Vec<u32>)>,
     /// The documents with a value, ascending.
     has: Vec<u32>,
     /// A text dimension's (tokens, documents with the field) per field.
@@ -118,7 +118,7 @@ impl Counted {
 
 /// Document `n` appended to `key`'s list in `count_run`'s map (documents come in
 /// ascending order).
-fn push_doc(map: &mut FastMap<Box<[u8]>, (Vec<u32>, u32)>, key: &[u8], n: u32) {
+fn push_doc(map: &mut FastMap<Key, (Vec<u32>, u32)>, key: &[u8], n: u32) {
     match map.get_mut(key) {
         Some((list, _)) => list.push(n),
         None => {
@@ -136,7 +136,7 @@ fn count_run(
 ) -> Counted {
     // doc numbers per key pushed in ascending order; beside them, how often the last
     // document holds the key (for level keys)
-    let mut map: FastMap<Box<[u8]>, (Vec<u32>, u32)> = FastMap::default();
+    let mut map: FastMap<Key, (Vec<u32>, u32)> = FastMap::default();
     let mut has = Vec::new();
     let mut stats: Vec<(u64, u64)> = match &d.kind {
         DimensionKind::Text(t) => vec![(0, 0); t.fields.len()],
@@ -181,8 +181,7 @@ fn count_run(
             count_key(&mut map, k, n, text, &mut level_key);
         }
     }
-    let mut keys: Vec<(Box<[u8]>, Vec<u32>)> =
-        map.into_iter().map(|(k, (list, _))| (k, list)).collect();
+    let mut keys: Vec<(Key, Vec<u32>)> = map.into_iter().map(|(k, (list, _))| (k, list)).collect();
     if let (Some(slots), Some(vocab)) = (slots, vocab) {
         slots.into_keys(vocab, &mut keys);
     }
@@ -193,7 +192,7 @@ fn count_run(
 /// Document `n` holds key `k` once more (in `count_run`'s map): appended to its list
 /// when first held, and for a text token held again, to its level key's.
 fn count_key(
-    map: &mut FastMap<Box<[u8]>, (Vec<u32>, u32)>,
+    map: &mut FastMap<Key, (Vec<u32>, u32)>,
     k: &[u8],
     n: u32,
     text: bool,
@@ -290,7 +289,7 @@ impl TokenSlots {
     }
 
     /// The keys counted, with their documents, appended to `keys` (unsorted).
-    fn into_keys(self, vocab: &Numbered, keys: &mut Vec<(Box<[u8]>, Vec<u32>)>) {
+    fn into_keys(self, vocab: &Numbered, keys: &mut Vec<(Key, Vec<u32>)>) {
         let numbers = self.numbers as u32;
         let token = |code: u32| vocab.get(code % numbers).unwrap_or_default();
         keys.reserve(self.lists.len() + self.levels.len());

@@ -235,12 +235,15 @@ impl Frozen {
     }
 
     pub(crate) fn bytes(&self) -> usize {
-        const ENTRY: usize = 24;
+        const ENTRY: usize = std::mem::size_of::<(Key, Option<Posting>)>();
         self.base.bytes()
             + self
                 .over
                 .iter()
-                .map(|(k, p)| k.len() + ENTRY + p.as_ref().map_or(0, Posting::set_bytes))
+                .map(|(k, p)| {
+                    let heap = if k.spilled() { k.len() } else { 0 };
+                    heap + ENTRY + p.as_ref().map_or(0, Posting::set_bytes)
+                })
                 .sum::<usize>()
     }
 }

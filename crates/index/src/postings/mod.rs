@@ -36,7 +36,11 @@ pub(crate) use frozen::Frozen;
 use frozen::FROZEN_MIN_KEYS;
 pub(crate) use posting::{union, Posting, PostingRef};
 
-pub(crate) type Key = Box<[u8]>;
+/// A postings key: inline up to 16 bytes (a text key's field and token, most words;
+/// a number's bucket; a grid cell; an element), so that the map's searches compare
+/// keys where the node holds them, and a node copied copies them without allocating.
+pub(crate) type Key = smallvec::SmallVec<[u8; 16]>;
+const _: () = assert!(std::mem::size_of::<Key>() == 24); // (smallvec's `union`)
 
 /// Side of a geoloc grid cell, in degrees.
 pub(crate) const CELL_DEG: f64 = 0.1;
@@ -209,16 +213,17 @@ impl DimPostings {
         made
     }
 
-    /// An estimate: per key its bytes and its map entry (key box and posting, 24
-    /// bytes), and a shared set's count, container list and containers besides.
+    /// An estimate: per key its map entry (key and posting, 32 bytes) and the bytes of
+    /// a key too long to be held inline, and a shared set's count, container list and
+    /// containers besides.
     pub(crate) fn bytes(&self) -> usize {
-        const ENTRY: usize = 24;
+        const ENTRY: usize = std::mem::size_of::<(Key, Posting)>();
         self.frozen.as_ref().map_or(0, Frozen::bytes)
             + self
                 .map
                 .iter()
                 .map(|(k, b)| {
-                    k.len()
+                    (if k.spilled() { k.len() } else { 0 })
                         + ENTRY
                         + match b.set_bytes() {
                             0 => 0,
