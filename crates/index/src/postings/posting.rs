@@ -489,8 +489,6 @@ mod tests {
         }
     }
 
-    /// A large set changed keeps the older set as it is, shared, with the change beside
-    /// it; read, it is merged, and the older set is let go.
     /// `changes_cheaply` draws the line `changed` draws: one document short of
     /// `OVERLAY_MIN`, a one-document change is a copy (told cheap); at it, an overlay
     /// (not cheap). `apply_to` changes the cheap ones in place, outside its parallel step.
@@ -508,6 +506,8 @@ mod tests {
         }
     }
 
+    /// A large set changed keeps the older set as it is, shared, with the change beside
+    /// it; read, it is merged, and the older set is let go.
     #[test]
     fn a_large_set_is_overlaid_not_copied() {
         let kept = Posting::of((0..64).collect()).expect("a set");

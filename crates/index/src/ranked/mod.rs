@@ -162,13 +162,12 @@ fn find(
     let g = t.gather(snap, plan.dim)?;
     // Every holder of a term is a result, and an exact one, when nothing narrows them
     // (no filter, no other criterion, no `items` or `notItems`, not every one of
-    // several terms required): they are then ranked as `Holders`, counted, not
-    // united, unless their sets are collected (for facets).
+    // several terms required): they are then ranked as `Holders`, counted, and united
+    // only if read as a set (a small search's, or the sets collected for facets).
     let every_holder = plan.filters.is_empty()
         && plan.others.is_empty()
         && filter.admits_all()
-        && g.term_docs.is_empty()
-        && !collect;
+        && g.term_docs.is_empty();
     let passing: Cow<'_, RoaringBitmap>;
     let exact_docs: Cow<'_, RoaringBitmap>;
     let (results, exact) = if every_holder {

@@ -194,9 +194,8 @@ fn equals_full_scan_on(
     // — after an apply, the chunks it copied — and the scan then builds them all)
     let mut q = parse_query(&body, &snap.dims, 1000).unwrap();
     let mut top = evaluate(snap, &mut q.criteria, &filter, Want::TopAndMatched(k));
-    // and without the result sets: then a request that narrows the text's holders by
-    // nothing ranks them uncounted (`Holders`), a way the sets' request never takes
-    // (counted once with it in `ANSWERED`)
+    // and without the result sets, as most requests ask (none is made for them): the
+    // same page, counts and grades (counted once with it in `ANSWERED`)
     let answered = ANSWERED.with(Cell::get);
     let mut q1 = parse_query(&body, &snap.dims, 1000).unwrap();
     let top_only = evaluate(snap, &mut q1.criteria, &filter, Want::Top(k));
