@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use roaring::{MultiOps, RoaringBitmap};
 
-use super::apply::apply_set;
+use super::apply::{apply_set, change_set};
 
 pub(crate) struct Posting(NonZeroU64);
 
@@ -240,11 +240,11 @@ impl Posting {
         // Each document's last state: in `add` it is in the set, in `remove` out. The
         // changes are not checked against the set (a cache miss per document in a large
         // one): the merge applies them whole, and a document may be added that the set
-        // holds, or removed that it does not.
-        plus -= remove;
-        minus -= add;
-        plus |= add;
-        minus |= remove;
+        // holds, or removed that it does not. (`add` and `remove` are disjoint: each
+        // overlay gains one and loses the other, a few documents at a time where the
+        // changes are few — `|=` and `-=` would rebuild every container they touch.)
+        change_set(&mut plus, add, remove);
+        change_set(&mut minus, remove, add);
         // So the set holds at least `base.len() - minus.len()` documents: folded in
         // long before that could reach 0.
         if plus.len() + minus.len() > base.len() / FOLD_DIVISOR {
