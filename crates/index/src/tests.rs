@@ -569,6 +569,10 @@ proptest::proptest! {
             proptest::prop_assert_eq!(&postings_of(&snap), &want);
             let live: RoaringBitmap = snap.clone().with_built_postings().live_docs.as_ref().clone();
             proptest::prop_assert_eq!(&*snap.live_docs, &live);
+            // the length unions the apply changed in place are those united anew; the
+            // rest are united now, as the engine's upkeep does
+            same_length_unions(&snap, 1)?;
+            snap.build_length_unions(&snap.length_unions_missing());
             // did-you-mean frequencies tracked through the applies (an update that
             // leaves a dimension's value as it was changes none of its terms)
             let counted = snap.clone().with_built_terms();
@@ -588,8 +592,77 @@ proptest::proptest! {
         }
         for (s, seen) in &held {
             proptest::prop_assert_eq!(&postings_of(s), seen);
+            same_length_unions(s, 1)?;
         }
     }
+}
+
+/// Every length union text dimension `di` holds is the one its postings give.
+fn same_length_unions(s: &Snapshot, di: usize) -> Result<(), TestCaseError> {
+    let p = s.postings(di).expect("text postings");
+    for field in p.shorter.fields() {
+        proptest::prop_assert_eq!(
+            &p.shorter_than(field)[..],
+            &p.united_length_classes(field)[..],
+            "field {}",
+            field
+        );
+    }
+    Ok(())
+}
+
+/// A burst of applies through the writer's spare unites no text field's length classes
+/// anew: the unions of the postings the spare holds are changed with them.
+#[test]
+fn applies_through_the_spare_keep_length_unions() {
+    let dims = Arc::new(
+        Dimensions::parse(
+            b"<dimensions><dimension id='x' type='text'><field id='a'/><field id='b'/>\
+              </dimension></dimensions>",
+        )
+        .unwrap(),
+    );
+    let rec = |a: &str| {
+        Record(vec![
+            ("a".into(), Value::Str(a.into())),
+            ("b".into(), Value::Str("some words".into())),
+        ])
+    };
+    let mut w = IndexWriter::new();
+    let mut b = w.begin(&Snapshot::empty(dims));
+    for (id, a) in [
+        ("i1", "one two"),
+        ("i2", "one two three"),
+        ("i3", "x y"),
+        ("i4", "x y z"),
+    ] {
+        b.upsert(id, &rec(a));
+    }
+    let mut snap = b.commit();
+    // each apply makes or empties no class: in place once the spare holds unions
+    for (i, (id, a)) in [
+        ("i5", "p q"),
+        ("i1", "k l m"),
+        ("i6", "r s t"),
+        ("i1", "d e"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        snap.build_length_unions(&snap.length_unions_missing());
+        let mut b = w.begin(&snap);
+        b.upsert(id, &rec(a));
+        snap = b.commit();
+        w.spare().catch_up();
+        // (the first two applies' spares held the postings of no united snapshot)
+        if i >= 2 {
+            assert!(snap.length_unions_missing().is_empty(), "apply {i}");
+        }
+        same_length_unions(&snap, 0).unwrap();
+    }
+    let a = snap.postings(0).expect("text postings").shorter_than(0);
+    let sizes: Vec<(usize, u64)> = a.iter().map(|(len, docs)| (*len, docs.len())).collect();
+    assert_eq!(sizes, [(2, 3), (3, 6)]);
 }
 
 proptest::proptest! {

@@ -16,7 +16,6 @@ use roaring::RoaringBitmap;
 use super::codes::{CodeBuf, TextCode};
 use super::{
     bitmap_of_sorted, insert_sorted, tree_of, DimsPostings, Key, KeyBuf, Posting, Postings,
-    ShorterCache,
 };
 use crate::numbering::Vocabularies;
 use crate::sorted::each_difference;
@@ -366,7 +365,7 @@ impl Resolved {
                     return;
                 };
                 let p = Arc::make_mut(cur);
-                p.shorter = ShorterCache::default();
+                let mut shorter = std::mem::take(&mut p.shorter);
                 apply_set(&mut p.has, &delta.has.0, &delta.has.1);
                 if p.field_stats.len() < delta.field_stats.len() {
                     p.field_stats.resize(delta.field_stats.len(), (0, 0));
@@ -433,6 +432,8 @@ impl Resolved {
                     }
                 }
                 p.freeze_if_large(delta.freezable);
+                shorter.change(&delta.keys, p);
+                p.shorter = shorter;
             });
     }
 }

@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use discern_dimensions::{DimensionKind, Dimensions, ElementSet, IndexedValue};
 use imbl::OrdMap;
@@ -28,12 +28,16 @@ mod apply;
 mod codes;
 mod count;
 mod frozen;
+mod lengths;
 mod posting;
 pub use apply::SpareSlot;
 pub(crate) use apply::{commit, PostingsDelta};
 pub(crate) use count::build;
 pub(crate) use frozen::Frozen;
 use frozen::FROZEN_MIN_KEYS;
+#[cfg(test)]
+pub(crate) use lengths::length_class_bounds;
+pub(crate) use lengths::{length_class, ShorterCache, ShorterThan};
 pub(crate) use posting::{union, Posting, PostingRef};
 
 /// A postings key: inline up to 16 bytes (a text key's field and token, most words;
@@ -62,46 +66,20 @@ pub struct DimPostings {
     pub(crate) shorter: ShorterCache,
 }
 
-/// A text field's documents by length class as running unions, shortest class first:
-/// (the class's shortest length, the documents of it or a shorter class). A bound that
-/// falls with the length is reached by a prefix of the classes: one intersection with
-/// one of these, not a union of classes per request (`ranked::bounds`).
-pub(crate) type ShorterThan = Arc<[(usize, RoaringBitmap)]>;
-
-/// `ShorterThan` per text field, made when a request first needs it. A copy starts
-/// empty, and an apply empties the one it changes: it holds only what its postings
-/// give.
-#[derive(Default)]
-pub(crate) struct ShorterCache(Mutex<Vec<(usize, ShorterThan)>>);
-
-impl ShorterCache {
-    /// The fields whose unions are made.
-    pub(crate) fn fields(&self) -> Vec<usize> {
-        let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        cache.iter().map(|(f, _)| *f).collect()
-    }
-
-    fn bytes(&self) -> usize {
-        let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .iter()
-            .flat_map(|(_, s)| s.iter())
-            .map(|(_, b)| b.serialized_size())
-            .sum()
-    }
-}
-
-impl Clone for ShorterCache {
-    fn clone(&self) -> ShorterCache {
-        ShorterCache::default()
-    }
-}
-
 impl DimPostings {
     pub(crate) fn get(&self, key: &[u8]) -> Option<PostingRef<'_>> {
         match &self.frozen {
             Some(f) => f.get(key),
             None => self.map.get(key).map(Posting::get),
+        }
+    }
+
+    /// Whether `key` has documents — without reading its set (`get` merges an
+    /// overlaid one).
+    pub(crate) fn contains_key(&self, key: &[u8]) -> bool {
+        match &self.frozen {
+            Some(f) => f.get(key).is_some(),
+            None => self.map.contains_key(key),
         }
     }
 
@@ -191,26 +169,6 @@ impl DimPostings {
             .range::<_, [u8]>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(&owned))
             .map(|(k, b)| (&**k, b.get()))
-    }
-
-    /// Field `field`'s length classes as running unions (`ShorterThan`).
-    pub(crate) fn shorter_than(&self, field: usize) -> ShorterThan {
-        let mut cache = self.shorter.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, s)) = cache.iter().find(|(f, _)| *f == field) {
-            return s.clone();
-        }
-        // (the class is the key's last two bytes; classes in key order: shortest first)
-        let mut running = RoaringBitmap::new();
-        let made: ShorterThan = self
-            .prefix_entries(&text_length_key(field, 0)[..3])
-            .map(|(key, b)| {
-                b.or_into(&mut running);
-                let class = u16::from_be_bytes([key[3], key[4]]);
-                (length_class_bounds(class).0, running.clone())
-            })
-            .collect();
-        cache.push((field, made.clone()));
-        made
     }
 
     /// An estimate: per key its map entry (key and posting, 32 bytes) and the bytes of
@@ -408,35 +366,6 @@ pub(crate) fn text_length_key(field: usize, class: u16) -> [u8; 5] {
     let [f0, f1] = (field as u16 | LEVEL_BIT).to_be_bytes();
     let [c0, c1] = class.to_be_bytes();
     [f0, f1, 0, c0, c1]
-}
-
-/// Field lengths below this are classes of their own.
-const EXACT_LENGTHS: usize = 16;
-
-/// The class of a field length (in tokens, at least 1): itself below `EXACT_LENGTHS`,
-/// then eight classes per power of two, so that a class's longest length is at most
-/// 1.125 times its shortest.
-pub(crate) fn length_class(len: usize) -> u16 {
-    if len < EXACT_LENGTHS {
-        return len as u16;
-    }
-    let e = usize::BITS - 1 - len.leading_zeros(); // >= 4
-    let m = (len >> (e - 3)) & 7;
-    (EXACT_LENGTHS + (e as usize - 4) * 8 + m) as u16
-}
-
-/// The shortest and longest field length of a class (`length_class` inverted).
-pub(crate) fn length_class_bounds(class: u16) -> (usize, usize) {
-    let c = class as usize;
-    if c < EXACT_LENGTHS {
-        return (c, c);
-    }
-    let (e, m) = ((c - EXACT_LENGTHS) / 8 + 4, (c - EXACT_LENGTHS) % 8);
-    if e >= usize::BITS as usize {
-        return (usize::MAX, usize::MAX);
-    }
-    let lo = (8 + m) << (e - 3);
-    (lo, lo + (1 << (e - 3)) - 1)
 }
 
 /// The keys of `value`, sorted and distinct, as ranges of `arena` (no allocation per key
@@ -705,19 +634,6 @@ mod tests {
             prop_assert_eq!(element_of_key(&subtree_key(e)), Some((e, true)));
             let element_like = other.len() == 4 || other.len() == 5 && other[0] == SUBTREE;
             prop_assert_eq!(element_of_key(&other).is_some(), element_like);
-        }
-
-        /// A length's class holds it, spans at most 1.125 times its shortest length, and
-        /// classes are ordered as lengths are.
-        #[test]
-        fn length_classes_hold_their_lengths(len in 1usize..1 << 40, other in 1usize..1 << 40) {
-            let class = length_class(len);
-            let (lo, hi) = length_class_bounds(class);
-            prop_assert!(lo <= len && len <= hi, "{} not in class {} = [{}, {}]", len, class, lo, hi);
-            prop_assert!(hi as f64 <= lo as f64 * 1.125, "class {} = [{}, {}]", class, lo, hi);
-            if len <= other {
-                prop_assert!(class <= length_class(other));
-            }
         }
 
         /// Numeric buckets keep the values' order, so an interval's buckets are one key
