@@ -300,9 +300,6 @@ pub(super) fn apply_set(to: &mut Arc<RoaringBitmap>, add: &RoaringBitmap, remove
 /// `add` joined to `b` and `remove` taken from it (disjoint sets).
 pub(super) fn change_set(b: &mut RoaringBitmap, add: &RoaringBitmap, remove: &RoaringBitmap) {
     let changes = add.len() + remove.len();
-    if changes == 0 {
-        return;
-    }
     if changes <= ELEMENTWISE_PER_CONTAINER
         || changes <= ELEMENTWISE_PER_CONTAINER * b.statistics().n_containers as u64
     {

@@ -48,10 +48,7 @@ impl ShorterCache {
         cache.retain_mut(|(field, unions)| {
             let prefix = &text_length_key(*field, 0)[..3];
             let start = keys.partition_point(|(k, ..)| &k[..] < prefix);
-            let len = keys[start..]
-                .iter()
-                .take_while(|(k, ..)| k.starts_with(prefix))
-                .count();
+            let len = keys[start..].partition_point(|(k, ..)| k.starts_with(prefix));
             let changed = &keys[start..start + len];
             if changed.is_empty() {
                 return true;
@@ -96,6 +93,7 @@ impl ShorterCache {
         cache.iter().map(|(f, _)| *f).collect()
     }
 
+    /// The unions' size, for the postings' estimate (`DimPostings::bytes`).
     pub(super) fn bytes(&self) -> usize {
         let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
         cache
