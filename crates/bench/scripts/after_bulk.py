@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The benchmark's own order, narrowed: a fresh engine, the dimensions, the bulk load
 (streamed by curl), 5 s idle, the dataset's deltas back to back, then optionally the
-did-you-mean and text classes once each over one kept-alive connection. Prints the
-bulk's rate, resident memory, each delta's time to its 201, the process's CPU over the
-deltas and, with `RUST_LOG=discern_engine=debug`, each delta's snapshot preparation.
+did-you-mean class and other classes (`--classes`, text by default) over one kept-alive
+connection. Prints the bulk's rate, resident memory, each delta's time to its 201, the
+process's CPU over the deltas and, with `RUST_LOG=discern_engine=debug`, each delta's
+snapshot preparation.
 
     crates/bench/scripts/after_bulk.py --binary target/release/discern --dataset /tmp/ds1m \\
-        [--perf /tmp/deltas.perf] [--queries --wait 0 --passes 3]
+        [--perf /tmp/deltas.perf] [--queries --wait 0 --passes 3 --classes text,exact]
 
 `deltas.py` replays deltas on a copy of a data dir instead, which is quicker but not
 the benchmark's state: `cp` writes the item store in large page-cache folios, and a
@@ -29,9 +30,10 @@ ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDe
 ap.add_argument("--binary", required=True)
 ap.add_argument("--dataset", required=True)
 ap.add_argument("--perf", help="perf record (DWARF stacks) over the deltas into this file")
-ap.add_argument("--queries", action="store_true", help="then the did-you-mean and text classes once")
+ap.add_argument("--queries", action="store_true", help="then did-you-mean once and --classes --passes times")
 ap.add_argument("--wait", type=float, default=0.0, help="seconds between the last 201 and the queries")
-ap.add_argument("--passes", type=int, default=1, help="how many times the text class is sent (pass 1 pays first use)")
+ap.add_argument("--passes", type=int, default=1, help="how many times --classes are sent (pass 1 pays first use)")
+ap.add_argument("--classes", default="text", help="the classes sent --passes times after did-you-mean, comma-separated")
 ap.add_argument("--work", default="/tmp/after-bulk-work")
 ap.add_argument("--keep-log", help="copy the server's log here before the work dir is removed")
 ap.add_argument("--port", type=int, default=18811)
@@ -94,7 +96,7 @@ try:
 
     if args.queries:
         time.sleep(args.wait)
-        for cls in ["didyoumean"] + ["text"] * args.passes:
+        for cls in ["didyoumean"] + args.classes.split(",") * args.passes:
             times = [srv.timed_post(p, b) for _, p, b in queries(args.dataset, cls)[:100]]
             print(f"  {cls} p50 {statistics.median(times):.2f} ms, sum {sum(times):.0f} ms", flush=True)
         print(f"  resident after the queries: {srv.rss_mb()} MB", flush=True)

@@ -401,7 +401,13 @@ impl Scorer<'_, '_> {
         Some(s[k - 1])
     }
 
+    /// The best score of the documents scored (0 when none): a pass over them, where
+    /// `kth(1)` would copy every score first.
     fn best(&self) -> f64 {
-        self.kth(1).unwrap_or(0.0)
+        self.scored
+            .iter()
+            .map(|(_, p)| p.score)
+            .max_by(f64::total_cmp)
+            .unwrap_or(0.0)
     }
 }
