@@ -183,7 +183,9 @@ impl Store {
         log.close()?;
         // dropping the transaction and the log writer on an error undoes both
         on_change(ItemChange::Flush)?;
+        let log_waited = std::time::Instant::now();
         let staged = log.finish()?;
+        let log_wait_us = log_waited.elapsed().as_micros() as u64;
         if let Some((md5, length)) = expect {
             if staged.md5 != md5 || staged.length != length {
                 let _ = fs::remove_file(&staged.path);
@@ -197,6 +199,7 @@ impl Store {
         let changed = counts.created + counts.modified + counts.deleted;
         let durable_now = changed >= DURABLE_COMMIT_ITEMS;
         let meta = self.commit_with_log(txn, staged, stored, Some(ty), date, durable_now)?;
+        tracing::debug!(log_wait_us, "log file staged");
         Ok(ApplyOutcome::Applied {
             meta,
             created: counts.created,
@@ -273,11 +276,13 @@ impl Store {
         }
         // lock order: a write transaction, then the journal (`Store::sync`)
         let mut durable = self.durable.lock();
+        let committing = std::time::Instant::now();
         if let Err(e) = txn.commit() {
             drop(durable);
             let _ = fs::remove_file(&staged.path);
             return Err(db_err(e));
         }
+        let commit_us = committing.elapsed().as_micros() as u64;
         durable.committed(retired);
         let made_durable = if durable_now {
             durable.synced()
@@ -289,6 +294,12 @@ impl Store {
             durable.journal.append(&entry).map(|()| Vec::new())
         };
         drop(durable);
+        tracing::debug!(
+            commit_us,
+            durable_us = committing.elapsed().as_micros() as u64 - commit_us,
+            durable_now,
+            "item store committed"
+        );
         match made_durable {
             Ok(retired) => remove_log_files(self, retired),
             Err(e) => {

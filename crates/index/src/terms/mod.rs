@@ -1,15 +1,20 @@
 //! Per-dimension term dictionaries for did-you-mean (SPEC §9): every indexed term of a
 //! text or keyword dimension with its document frequency.
 //!
-//! A dictionary is an FST (`base`, immutable, built in one pass), a smaller FST of the
-//! terms changed since (`recent`) and an `overlay` of the terms changed since that:
-//! each apply adds its changes to the overlay (absolute frequencies, so the newest tier
-//! holding a term is always exact), and a fold moves the overlay into `recent` — or, once
-//! the changes are an eighth of the base, everything into a new base — synchronously when
-//! one apply changes many terms, otherwise in the background (the engine decides).
-//! Queries never see a stale frequency. Two tiers keep a fold's cost near that of the
-//! changes: rebuilding a million-term base on every few thousand changed terms kept a
-//! core busy through a stream of deltas.
+//! A dictionary is an FST (`base`, immutable, built in one pass), a few smaller FSTs of
+//! the terms changed since (`recent`, oldest first) and an `overlay` of the terms
+//! changed since those: each apply adds its changes to the overlay (absolute
+//! frequencies, so the newest tier holding a term is always exact), and a fold moves the
+//! overlay into a new recent tier — or, once the changes are an eighth of the base,
+//! everything into a new base — synchronously when one apply changes many terms,
+//! otherwise in the background (the engine decides). Queries never see a stale
+//! frequency. The tiers keep a fold's cost near that of the changes: rebuilding a
+//! million-term base on every few thousand changed terms kept a core busy through a
+//! stream of deltas, and so did one recent tier rebuilt whole by every fold (a fold after
+//! each of a publisher's spaced deltas took 49 ms at the first and 101 ms at the tenth,
+//! growing until the base's rebuild). A fold merges its changes with the newest tiers
+//! only while those are at most `TIER_RATIO` times as large, as size-tiered compaction
+//! does: each term is rebuilt into a tier a few times, not once per fold.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,6 +40,10 @@ pub const BACKGROUND_MERGE_TERMS: usize = 8_192;
 /// this fraction of it, or the base is smaller than `SMALL_BASE_TERMS`.
 const RECENT_SHARE: usize = 8;
 const SMALL_BASE_TERMS: usize = 65_536;
+/// A fold takes a recent tier into its new one only while that tier holds at most this
+/// many times the terms gathered so far: each recent tier more than this many times the
+/// size of the one after it, so that a few tiers hold every change (`TermDict::fold`).
+const TIER_RATIO: usize = 4;
 
 pub struct TermDict {
     /// Shared by every dictionary derived from it until the next merge (an apply's
@@ -43,8 +52,9 @@ pub struct TermDict {
     /// The snapshot generation `base` was built from.
     base_generation: u64,
     /// Every term changed between `base` and `recent_generation`, with its frequency
-    /// then (0 = gone); its values override the base's.
-    recent: Option<Arc<Base>>,
+    /// then (0 = gone), in tiers, oldest first: a newer tier's values override an older
+    /// one's and the base's.
+    recent: Vec<Arc<Base>>,
     /// The generation of the last fold (into `recent` or the base).
     recent_generation: u64,
     /// term → (document frequency now, generation of the change); 0 = gone.
@@ -231,7 +241,7 @@ impl TermDict {
         TermDict {
             base: Arc::default(),
             base_generation: generation,
-            recent: None,
+            recent: Vec::new(),
             recent_generation: generation,
             overlay: HashMap::new(),
         }
@@ -273,7 +283,7 @@ impl TermDict {
     /// Bytes held: the FSTs, the split keys and the overlay (estimated per entry).
     pub fn bytes(&self) -> usize {
         self.base.bytes()
-            + self.recent.as_ref().map_or(0, |r| r.bytes())
+            + self.recent.iter().map(|r| r.bytes()).sum::<usize>()
             + self.overlay.keys().map(|k| k.len() + 48).sum::<usize>()
     }
 
@@ -281,8 +291,9 @@ impl TermDict {
         self.overlay.len()
     }
 
+    /// Terms in the recent tiers (a term changed again is counted in each tier).
     fn recent_len(&self) -> usize {
-        self.recent.as_ref().map_or(0, |r| r.map.len())
+        self.recent.iter().map(|r| r.map.len()).sum()
     }
 
     /// Distinct terms (approximate while the newer tiers hold new or removed terms).
@@ -299,7 +310,7 @@ impl TermDict {
         if let Some(&(n, _)) = self.overlay.get(term) {
             return n;
         }
-        if let Some(n) = self.recent.as_ref().and_then(|r| r.map.get(term)) {
+        if let Some(n) = self.recent.iter().rev().find_map(|r| r.map.get(term)) {
             return n as u32;
         }
         self.base.map.get(term).map(|n| n as u32).unwrap_or(0)
@@ -328,8 +339,8 @@ impl TermDict {
         }
     }
 
-    /// The overlay folded in as of `generation`: into `recent` while the changed terms
-    /// stay a small share of the base, else every tier into a new base.
+    /// The overlay folded in as of `generation`: into a recent tier while the changed
+    /// terms stay a small share of the base, else every tier into a new base.
     pub fn merged(&self, generation: u64) -> TermDict {
         let changed = self.recent_len() + self.overlay.len();
         let whole =
@@ -337,20 +348,34 @@ impl TermDict {
         self.fold(generation, whole)
     }
 
-    /// The overlay folded into `recent`, or (`whole`) every tier into one base.
+    /// The overlay folded into a recent tier, or (`whole`) every tier into one base.
+    /// The new tier takes in the newest tiers while each holds at most `TIER_RATIO`
+    /// times the terms gathered, so that a fold rebuilds what changed lately, not every
+    /// change since the base.
     fn fold(&self, generation: u64, whole: bool) -> TermDict {
-        let changes = self.changes();
         let reversed = self.base.reversed.is_some();
         if !whole {
+            let mut recent = self.recent.clone();
+            let mut run = self.sorted_overlay();
+            while let Some(newest) = recent.last() {
+                if newest.map.len() > TIER_RATIO * run.len() {
+                    break;
+                }
+                run = newer_over(&newest.map, run);
+                recent.pop();
+            }
+            if !run.is_empty() {
+                recent.push(Arc::new(build_fst(run, reversed)));
+            }
             return TermDict {
                 base: self.base.clone(),
                 base_generation: self.base_generation,
-                recent: Some(Arc::new(build_fst(changes, reversed))),
+                recent,
                 recent_generation: generation,
                 overlay: HashMap::new(),
             };
         }
-        let mut all = newer_over(&self.base.map, changes);
+        let mut all = newer_over(&self.base.map, self.changes());
         all.retain(|(_, n)| *n > 0);
         TermDict {
             base: Arc::new(build_fst(all, reversed)),
@@ -359,18 +384,25 @@ impl TermDict {
     }
 
     /// The terms changed since the base, in term order, with their frequency now (0 =
-    /// gone): `recent` with the overlay over it.
+    /// gone): the recent tiers with the overlay over them.
     fn changes(&self) -> Vec<(Vec<u8>, u64)> {
+        self.recent
+            .iter()
+            .rev()
+            .fold(self.sorted_overlay(), |newer, tier| {
+                newer_over(&tier.map, newer)
+            })
+    }
+
+    /// The overlay's terms in term order, with their frequency now (0 = gone).
+    fn sorted_overlay(&self) -> Vec<(Vec<u8>, u64)> {
         let mut over: Vec<(Vec<u8>, u64)> = self
             .overlay
             .iter()
             .map(|(k, &(n, _))| (k.as_bytes().to_vec(), n as u64))
             .collect();
         over.par_sort_unstable();
-        match &self.recent {
-            Some(r) => newer_over(&r.map, over),
-            None => over,
-        }
+        over
     }
 
     /// `merged` installed over `self` (the current dictionary): the overlay keeps the
@@ -403,7 +435,7 @@ impl TermDict {
         out: &mut crate::persist::StreamedBlock<'_, W>,
     ) -> std::io::Result<()> {
         let merged;
-        let base = if self.overlay.is_empty() && self.recent.is_none() {
+        let base = if self.overlay.is_empty() && self.recent.is_empty() {
             &self.base
         } else {
             merged = self.fold(generation, true);

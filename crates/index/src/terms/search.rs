@@ -34,13 +34,16 @@ impl TermDict {
             && !transpositions
             && term.is_ascii()
             && (SPLIT_MIN_LEN..=SPLIT_MAX_LEN).contains(&term.len());
-        let recent = self.recent.as_deref();
         // each tier answers for the terms no newer tier holds
-        let mut out = self.base.within(term, split, &dfa, &|k: &str| {
-            self.overlay.contains_key(k) || recent.is_some_and(|r| r.map.contains_key(k))
-        });
-        if let Some(r) = recent {
-            out.extend(r.within(term, split, &dfa, &|k: &str| self.overlay.contains_key(k)));
+        let newer = |tiers: &[std::sync::Arc<Base>], k: &str| {
+            self.overlay.contains_key(k) || tiers.iter().any(|r| r.map.contains_key(k))
+        };
+        let mut out = self
+            .base
+            .within(term, split, &dfa, &|k: &str| newer(&self.recent, k));
+        for (i, r) in self.recent.iter().enumerate() {
+            let after = &self.recent[i + 1..];
+            out.extend(r.within(term, split, &dfa, &|k: &str| newer(after, k)));
         }
         // an overlay term's distance: by the banded DP where the split search runs and
         // the term is ASCII (its length alone often rules it out), else by the automaton

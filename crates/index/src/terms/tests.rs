@@ -123,8 +123,40 @@ fn folds_into_recent_while_changes_are_few() {
             2,
         )
         .merged(2);
-    assert!(many.recent.is_none());
+    assert!(many.recent.is_empty());
     assert_eq!((many.df("new"), many.df("w7")), (1, 0));
+}
+
+/// Folds after many small applies keep few recent tiers, each more than `TIER_RATIO`
+/// times the size of the next, and rebuild far fewer terms than one recent tier rebuilt
+/// whole by every fold would.
+#[test]
+fn folds_keep_few_tiers() {
+    let words: Vec<String> = (0..SMALL_BASE_TERMS).map(|i| format!("w{i}")).collect();
+    let mut d = TermDict::from_counts(words.iter().map(|w| (w.as_str(), 1)), 0);
+    let base = d.base.clone();
+    let mut rebuilt = 0;
+    for g in 1..=50u64 {
+        let changes = (0..100).map(|i| (format!("n{g}-{i}").into_boxed_str(), 1));
+        d = d.with_changes(changes, g).merged(g);
+        rebuilt += d.recent.last().map_or(0, |r| r.map.len());
+        assert!(Arc::ptr_eq(&d.base, &base));
+        for pair in d.recent.windows(2) {
+            assert!(pair[0].map.len() > TIER_RATIO * pair[1].map.len());
+        }
+    }
+    assert!(d.recent.len() <= 4, "{} tiers", d.recent.len());
+    assert_eq!(d.recent_len(), 5_000);
+    // one tier rebuilt whole by every fold: 100 + 200 + ... + 5,000 terms
+    assert!(rebuilt < 127_500 / 3, "{rebuilt} terms rebuilt");
+    assert_eq!((d.df("n1-0"), d.df("n50-99"), d.df("w7")), (1, 1, 1));
+    let added: Vec<String> = (1..=50)
+        .flat_map(|g| (0..100).map(move |i| format!("n{g}-{i}")))
+        .collect();
+    let fresh = TermDict::from_counts(words.iter().chain(&added).map(|w| (w.as_str(), 1)), 0);
+    for q in ["n1-0", "n25-37", "w7"] {
+        assert_eq!(near(&d, q, 1, false), near(&fresh, q, 1, false));
+    }
 }
 
 /// A dictionary large enough to be searched in parallel ranges finds exactly what a
