@@ -185,7 +185,10 @@ impl Store {
         on_change(ItemChange::Flush)?;
         let log_waited = std::time::Instant::now();
         let staged = log.finish()?;
-        let log_wait_us = log_waited.elapsed().as_micros() as u64;
+        tracing::debug!(
+            us = log_waited.elapsed().as_micros() as u64,
+            "log file staged"
+        );
         if let Some((md5, length)) = expect {
             if staged.md5 != md5 || staged.length != length {
                 let _ = fs::remove_file(&staged.path);
@@ -199,7 +202,6 @@ impl Store {
         let changed = counts.created + counts.modified + counts.deleted;
         let durable_now = changed >= DURABLE_COMMIT_ITEMS;
         let meta = self.commit_with_log(txn, staged, stored, Some(ty), date, durable_now)?;
-        tracing::debug!(log_wait_us, "log file staged");
         Ok(ApplyOutcome::Applied {
             meta,
             created: counts.created,

@@ -3,7 +3,7 @@
 //! (in parallel over key ranges when large), or — for long ASCII words at distance 2 —
 //! by the split search over the forward and reversed terms.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use fst::{IntoStreamer, Streamer};
 use levenshtein_automata::{Distance, DFA, SINK_STATE};
@@ -35,7 +35,7 @@ impl TermDict {
             && term.is_ascii()
             && (SPLIT_MIN_LEN..=SPLIT_MAX_LEN).contains(&term.len());
         // each tier answers for the terms no newer tier holds
-        let newer = |tiers: &[std::sync::Arc<Base>], k: &str| {
+        let newer = |tiers: &[Arc<Base>], k: &str| {
             self.overlay.contains_key(k) || tiers.iter().any(|r| r.map.contains_key(k))
         };
         let mut out = self
