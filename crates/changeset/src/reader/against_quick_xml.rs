@@ -185,6 +185,16 @@ const PIECES: &[&str] = &[
     "<!x>",
     "</entry >",
     "<string >",
+    // (the forms `Events::string_entry` takes whole, and pieces of them)
+    "<entry name=\"n\"><string>",
+    "<entry name='n'><string>t</string></entry>",
+    "<entry name=\"m\"><string> a\nb </string></entry>",
+    "<entry name=\"\"><string>t</string></entry>",
+    "<entry name=\"a b\"><string>t</string></entry>",
+    "<element><string>",
+    "<element><string>t</string></element>",
+    "</string></entry>",
+    "</string></element>",
     "\u{feff}",
 ];
 
@@ -209,9 +219,10 @@ fn well_formed(n: usize, seed: u64) -> String {
         doc.push_str(&format!(
             "<set-item id='i{i}'><properties><struct>\
              <entry name='s'><string>v{v} &amp; &#233; <![CDATA[<c>]]></string></entry>\n\
+             <entry name=\"t\"><string> w{v}\nand é </string></entry> \n <entry name='u'><string></string></entry>\
              <entry name='n'><int>{v}</int></entry><entry name='r'><real>{v}.5</real></entry>\
              <entry name='b'><bool>{}</bool></entry><entry name='e'/>\
-             <entry name='a'><array><element><string>x</string></element>\
+             <entry name='a'><array><element><string>x</string></element> <element><string>\ny</string></element>\
              <element><struct><entry name='k'><long>-{v}</long></entry></struct></element>\
              </array></entry></struct></properties></set-item>\n<!-- {i} -->\n",
             v % 2

@@ -23,6 +23,17 @@ pub(super) trait Events {
     /// counted into `lines` (a start tag's are returned, to be counted once it is
     /// handled).
     fn next_event(&mut self, text: &mut String, attrs: &mut Attrs, lines: &mut Lines) -> Lexed;
+
+    /// A string entry or array element in the one form publishers write —
+    /// `<entry name="NAME"><string>TEXT</string></entry>` (`named`) or
+    /// `<element><string>TEXT</string></element>` — after optional whitespace, taken
+    /// whole: its name (`named`) and its text, trimmed. `None`, with nothing taken, for
+    /// any other form, which the events then read: references in the name or the text,
+    /// other markup, other attributes, spaces or newlines inside the tags, an empty name,
+    /// or an element not wholly read in yet.
+    fn string_entry(&mut self, _named: bool, _lines: &mut Lines) -> Option<(String, String)> {
+        None
+    }
 }
 
 const FIRST_BUFFER: usize = 256 * 1024;
@@ -361,7 +372,63 @@ impl<R: Read> Lexer<R> {
     }
 }
 
+/// What `string_entry` expects around a name (in either quotes) and a text.
+const ENTRY_OPEN: &[u8] = b"<entry name=";
+const ENTRY_NAMED: &[u8] = b"><string>";
+const ENTRY_CLOSE: &[u8] = b"</string></entry>";
+const ELEMENT_OPEN: &[u8] = b"<element><string>";
+const ELEMENT_CLOSE: &[u8] = b"</string></element>";
+
 impl<R: Read> Events for Lexer<R> {
+    fn string_entry(&mut self, named: bool, lines: &mut Lines) -> Option<(String, String)> {
+        if self.empty_end.is_some() || !self.started {
+            return None;
+        }
+        let bytes = &self.buf[self.pos..self.end];
+        let lead = bytes.iter().position(|&b| !is_space(b))?;
+        let mut i = lead;
+        let mut name = "";
+        if named {
+            let (&quote, rest) = bytes[i..].strip_prefix(ENTRY_OPEN)?.split_first()?;
+            if quote != b'"' && quote != b'\'' {
+                return None;
+            }
+            let len = memchr::memchr(quote, rest)?;
+            let raw = &rest[..len];
+            // (what `read_attributes` would change or refuse, and a name that is no name)
+            if raw.is_empty()
+                || raw
+                    .iter()
+                    .any(|&b| matches!(b, b'&' | b'<' | b'>') || is_space(b))
+            {
+                return None;
+            }
+            name = std::str::from_utf8(raw).ok()?;
+            i += ENTRY_OPEN.len() + 1 + len + 1;
+            bytes[i..].starts_with(ENTRY_NAMED).then_some(())?;
+            i += ENTRY_NAMED.len();
+        } else {
+            bytes[i..].starts_with(ELEMENT_OPEN).then_some(())?;
+            i += ELEMENT_OPEN.len();
+        }
+        let text_at = i;
+        let len = memchr::memchr2(b'<', b'&', &bytes[i..])?;
+        let text = std::str::from_utf8(&bytes[i..i + len]).ok()?;
+        i += len;
+        if bytes[i] != b'<' {
+            return None;
+        }
+        let close = if named { ENTRY_CLOSE } else { ELEMENT_CLOSE };
+        bytes[i..].starts_with(close).then_some(())?;
+        i += close.len();
+        let start = self.at(self.pos);
+        lines.add(&bytes[..lead], start);
+        lines.add(text.as_bytes(), start + text_at as u64);
+        let taken = (name.to_owned(), text.trim().to_owned());
+        self.pos += i;
+        Some(taken)
+    }
+
     fn next_event(&mut self, text: &mut String, attrs: &mut Attrs, lines: &mut Lines) -> Lexed {
         if let Some(at) = self.empty_end.take() {
             return Ok((at, Taken::End));
@@ -521,5 +588,38 @@ fn unescape(raw: &[u8]) -> Result<String, String> {
         };
         out.push(reference(&rest[plain + 1..plain + semi])?);
         rest = &rest[plain + semi + 1..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The publisher's string entries and elements are taken whole, with their text's
+    /// newlines and the whitespace before them counted; any other form is left to the
+    /// events.
+    #[test]
+    fn publisher_string_entries_are_taken_whole() {
+        let doc = b"<changeset>\n <entry name=\"a\"><string> x\ny </string></entry>\
+                    <element><string>z</string></element><entry name='b'><int>1</int></entry>";
+        let mut lexer = Lexer::new(&doc[..]);
+        let (mut text, mut attrs, mut lines) = (String::new(), Attrs::default(), Lines::default());
+        assert!(matches!(
+            lexer.next_event(&mut text, &mut attrs, &mut lines),
+            Ok((0, Taken::Start(..)))
+        ));
+        let entry = lexer.string_entry(true, &mut lines);
+        assert_eq!(entry, Some(("a".to_string(), "x\ny".to_string())));
+        assert_eq!((lines.count, lines.last), (2, 40));
+        // (an element is not an entry)
+        assert_eq!(lexer.string_entry(true, &mut lines), None);
+        let element = lexer.string_entry(false, &mut lines);
+        assert_eq!(element, Some((String::new(), "z".to_string())));
+        // (not a string)
+        assert_eq!(lexer.string_entry(true, &mut lines), None);
+        assert!(matches!(
+            lexer.next_event(&mut text, &mut attrs, &mut lines),
+            Ok((_, Taken::Start(..)))
+        ));
     }
 }

@@ -70,7 +70,12 @@ struct Parser<S: Events> {
     /// errors about the tag report the line it starts on.
     pending_nl: Option<(u64, u64)>,
     eof: bool,
+    /// Entries of the last `<properties>` struct read (at most `MAX_ENTRIES_HINT`).
+    entries_seen: usize,
 }
+
+/// The most entries a properties struct is made room for before it is read.
+const MAX_ENTRIES_HINT: usize = 256;
 
 impl<S: Events> Parser<S> {
     fn new(source: S) -> Self {
@@ -84,6 +89,7 @@ impl<S: Events> Parser<S> {
             peeked_at: 0,
             pending_nl: None,
             eof: false,
+            entries_seen: 0,
         }
     }
 
@@ -151,6 +157,23 @@ impl<S: Events> Parser<S> {
             self.ev_start = start;
             return Ok(ev);
         }
+    }
+
+    /// A string entry (`named`) or array element the source takes whole
+    /// (`Events::string_entry`): its name and value, without walking its five events.
+    fn string_entry(&mut self, named: bool) -> Option<(String, Value)> {
+        if self.peeked.is_some() || self.eof {
+            return None;
+        }
+        // (what `next` would count first)
+        if let Some((count, last)) = self.pending_nl.take() {
+            if count > 0 {
+                self.lines.count += count;
+                self.lines.last = last;
+            }
+        }
+        let (name, text) = self.source.string_entry(named, &mut self.lines)?;
+        Some((name, Value::Str(text)))
     }
 
     /// Next event that is not whitespace-only text; other text is an error.
@@ -305,6 +328,19 @@ impl<S: Events> Parser<S> {
     /// `<properties>` holding exactly one `<struct>`; returns its entries with values.
     fn properties(&mut self) -> Result<Record, ParseError> {
         let entries = self.properties_struct()?;
+        let repeated =
+            (1..entries.len()).any(|i| entries[..i].iter().any(|(k, _)| *k == entries[i].0));
+        if !repeated {
+            // (the entries' own allocation, taken over: an entry and a property are the
+            // same size)
+            return Ok(Record(
+                entries
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v?)))
+                    .collect(),
+            ));
+        }
+        // a name given twice: its last value, in its first place
         let mut rec = Record(Vec::with_capacity(entries.len()));
         for (name, value) in entries {
             if let Some(v) = value {
@@ -347,10 +383,20 @@ impl<S: Events> Parser<S> {
         if depth > MAX_DEPTH {
             return Err(self.err(format!("array/struct nesting deeper than {MAX_DEPTH}")));
         }
-        let mut out = Vec::new();
+        // (a document's items mostly have as many properties as the one before)
+        let mut out = Vec::with_capacity(if depth == 1 { self.entries_seen } else { 0 });
         loop {
+            if let Some((name, value)) = self.string_entry(true) {
+                out.push((name, Some(value)));
+                continue;
+            }
             match self.next_tag("struct")? {
-                Ev::End => return Ok(out),
+                Ev::End => {
+                    if depth == 1 {
+                        self.entries_seen = out.len().min(MAX_ENTRIES_HINT);
+                    }
+                    return Ok(out);
+                }
                 Ev::Start(name) if name.is(Tag::Entry) => {
                     let Some(ename) = self.attrs.name.take() else {
                         return Err(self.err("<entry> has no name attribute"));
@@ -447,6 +493,10 @@ impl<S: Events> Parser<S> {
                 }
                 let mut items = Vec::new();
                 loop {
+                    if let Some((_, value)) = self.string_entry(false) {
+                        items.push(value);
+                        continue;
+                    }
                     match self.next_tag("array")? {
                         Ev::End => return Ok(Value::Array(items)),
                         Ev::Start(n) if n.is(Tag::Element) => {
@@ -653,6 +703,37 @@ mod tests {
         }
         let doc = format!("<changeset><set-item id='a'><properties><struct><entry name='d'>{v}</entry></struct></properties></set-item></changeset>");
         assert!(read(&doc).unwrap_err().message.contains("nesting"));
+    }
+
+    /// A property given twice keeps its first place and takes its last value; an empty
+    /// entry sets nothing; the next item's properties are its own.
+    #[test]
+    fn a_property_given_twice_keeps_its_last_value() {
+        let doc = r#"<changeset><set-item id="a"><properties><struct>
+            <entry name="x"><string>1</string></entry><entry name="y"><int>2</int></entry>
+            <entry name="e"/><entry name="x"><string>3</string></entry>
+            </struct></properties></set-item>
+            <set-item id="b"><properties><struct><entry name="z"><string>4</string></entry>
+            <entry name="e"/></struct></properties></set-item></changeset>"#;
+        let actions = read(doc).unwrap();
+        let records: Vec<&Record> = actions
+            .iter()
+            .map(|a| match a {
+                Action::Set { record, .. } => record,
+                _ => panic!("{a:?}"),
+            })
+            .collect();
+        assert_eq!(
+            records[0].0,
+            vec![
+                ("x".to_string(), Value::Str("3".into())),
+                ("y".to_string(), Value::Int(2))
+            ]
+        );
+        assert_eq!(
+            records[1].0,
+            vec![("z".to_string(), Value::Str("4".into()))]
+        );
     }
 
     #[test]
