@@ -20,11 +20,44 @@ pub(crate) struct Counts {
     pub(crate) deleted: u64,
 }
 
-pub(crate) fn check_allowed(
-    ty: ChangesetType,
-    action: &Action,
-    named: &mut HashSet<String>,
-) -> Result<()> {
+/// The ids a replacing apply (snapshot, full, bulk) has named so far, where it needs
+/// them: to remove the items it did not name, and to refuse a bulk's repeated id.
+pub(crate) enum Named {
+    /// Not a replacing apply.
+    Unused,
+    /// A replacing apply into an empty store: every item it leaves, it named. A bulk's
+    /// repeated id is an item its insert finds (`only_creates`).
+    StartedEmpty {
+        bulk: bool,
+    },
+    Kept(HashSet<String>),
+}
+
+impl Named {
+    pub(crate) fn new(ty: ChangesetType, started_empty: bool) -> Named {
+        match (ty.replaces_all(), started_empty) {
+            (false, _) => Named::Unused,
+            (true, true) => Named::StartedEmpty {
+                bulk: ty == ChangesetType::Bulk,
+            },
+            (true, false) => Named::Kept(HashSet::new()),
+        }
+    }
+
+    /// Whether an item an action finds already stored was named before: a bulk into an
+    /// empty store, whose set-items only create.
+    pub(crate) fn only_creates(&self) -> bool {
+        matches!(self, Named::StartedEmpty { bulk: true })
+    }
+}
+
+fn repeated_in_bulk(id: &str) -> Error {
+    Error::bad(format!(
+        "invalid changeset: type=bulk names item {id:?} more than once"
+    ))
+}
+
+pub(crate) fn check_allowed(ty: ChangesetType, action: &Action, named: &mut Named) -> Result<()> {
     match ty {
         ChangesetType::Full | ChangesetType::Bulk if !matches!(action, Action::Set { .. }) => {
             return Err(Error::bad(format!(
@@ -36,13 +69,10 @@ pub(crate) fn check_allowed(
         }
         _ => {}
     }
-    if ty.replaces_all() {
+    if let Named::Kept(named) = named {
         let fresh = named.insert(action.id().to_string());
         if !fresh && ty == ChangesetType::Bulk {
-            return Err(Error::bad(format!(
-                "invalid changeset: type=bulk names item {:?} more than once",
-                action.id()
-            )));
+            return Err(repeated_in_bulk(action.id()));
         }
     }
     Ok(())
@@ -53,6 +83,7 @@ pub(crate) fn apply_action(
     action: Action,
     counts: &mut Counts,
     scratch: &mut Vec<u8>,
+    only_creates: bool,
     on_change: &mut dyn FnMut(ItemChange) -> Result<()>,
 ) -> Result<()> {
     let load = |items: &Table<&str, &[u8]>, id: &str| -> Result<Option<Record>> {
@@ -72,6 +103,9 @@ pub(crate) fn apply_action(
             .insert(id.as_str(), scratch.as_slice())
             .map_err(db_err)?
             .is_some();
+        if existed && only_creates {
+            return Err(repeated_in_bulk(&id));
+        }
         if existed {
             counts.modified += 1;
         } else {

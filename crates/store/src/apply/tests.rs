@@ -245,6 +245,57 @@ fn errors_on_either_side_of_a_long_document() {
     assert_eq!(s.item_count().unwrap(), 3_000);
 }
 
+/// A bulk load into an empty store keeps no list of the ids it named (every item it
+/// leaves, it named) and refuses a repeated id from its insert; a bulk into a store
+/// with items removes those it did not name.
+#[test]
+fn bulk_loads_into_an_empty_store_and_over_one() {
+    let (_d, s) = store();
+    let err = apply(
+        &s,
+        ChangesetType::Bulk,
+        "<changeset><set-item id='a'/><set-item id='b'/><set-item id='a'/></changeset>",
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("names item \"a\" more than once"),
+        "{err}"
+    );
+    assert_eq!(s.item_count().unwrap(), 0);
+    let outcome = apply(
+        &s,
+        ChangesetType::Bulk,
+        "<changeset><set-item id='a'/><set-item id='b'/></changeset>",
+    )
+    .unwrap();
+    assert!(matches!(
+        outcome,
+        ApplyOutcome::Applied {
+            created: 2,
+            modified: 0,
+            deleted: 0,
+            ..
+        }
+    ));
+    let outcome = apply(
+        &s,
+        ChangesetType::Bulk,
+        "<changeset><set-item id='b'/><set-item id='c'/></changeset>",
+    )
+    .unwrap();
+    assert!(matches!(
+        outcome,
+        ApplyOutcome::Applied {
+            created: 1,
+            modified: 1,
+            deleted: 1,
+            ..
+        }
+    ));
+    assert!(s.get("a").unwrap().is_none());
+    assert_eq!(s.item_count().unwrap(), 2);
+}
+
 #[test]
 fn retention_and_checkpoint() {
     let (_d, s) = store();
