@@ -302,12 +302,16 @@ fn cpu_model() -> String {
     }
 }
 
-/// How fast one core parses the dataset's delta changesets (MB/s, the best of three
-/// passes over them in memory). Machines of one kind differ about twofold at the same
-/// parser (its `parse_throughput` test: 195–199 MB/s in session 58, 83–90 in session
-/// 64), and every figure below moves with them, so a run's figures are read beside this
-/// one. `None` without deltas, or if one fails to parse.
-fn parse_yardstick(ds: &Path) -> Option<f64> {
+/// How fast one core parses the dataset's delta changesets and how fast it takes their
+/// MD5 (MB/s, each the best of three passes over them in memory). Machines of one kind
+/// differ about twofold (the parser's `parse_throughput` test: 195–199 MB/s in session
+/// 58, 83–90 in session 64), and every figure below moves with them, so a run's figures
+/// are read beside these. The parse rate also moves with the parser (session 73's took
+/// it from ~150 to ~450 MB/s on one machine); the MD5 rate is the same code from run to
+/// run (a dependency locked by `Cargo.lock`). `None` without deltas, or if one fails to
+/// parse.
+fn yardsticks(ds: &Path) -> Option<(f64, f64)> {
+    use md5::Digest;
     let bodies: Vec<Vec<u8>> = (1..)
         .map(|k| ds.join(format!("delta-{k}.xml")))
         .take_while(|p| p.exists())
@@ -317,9 +321,16 @@ fn parse_yardstick(ds: &Path) -> Option<f64> {
     if bytes == 0 {
         return None;
     }
-    let mut best = f64::INFINITY;
-    for _ in 0..3 {
-        let t = Instant::now();
+    let best_of_3 = |pass: &dyn Fn() -> Option<()>| -> Option<f64> {
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let t = Instant::now();
+            pass()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Some(bytes as f64 / best / 1e6)
+    };
+    let parse = best_of_3(&|| {
         for body in &bodies {
             discern_changeset::read_changeset::<_, discern_changeset::ParseError>(
                 &body[..],
@@ -327,9 +338,17 @@ fn parse_yardstick(ds: &Path) -> Option<f64> {
             )
             .ok()?;
         }
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    Some(bytes as f64 / best / 1e6)
+        Some(())
+    })?;
+    let md5 = best_of_3(&|| {
+        let mut h = md5::Md5::new();
+        for body in &bodies {
+            h.update(body);
+        }
+        std::hint::black_box(h.finalize());
+        Some(())
+    })?;
+    Some((parse, md5))
 }
 
 /// The same queries in this process, without HTTP: what the engine itself takes.
@@ -433,9 +452,10 @@ fn main() -> anyhow::Result<()> {
         .and_then(|s| s.lines().next().map(str::to_string))
         .unwrap_or_default();
     println!("machine: {cores} cores, {}, {}", mem.trim(), cpu_model());
-    if let Some(mb_s) = parse_yardstick(ds) {
+    if let Some((parse, md5)) = yardsticks(ds) {
         println!(
-            "one core parses the dataset's deltas at {mb_s:.0} MB/s (best of 3; compares machines)"
+            "one core parses the dataset's deltas at {parse:.0} MB/s and takes their MD5 at \
+             {md5:.0} MB/s (best of 3; the MD5 rate compares machines)"
         );
     }
     println!("dataset: {} ({n} items)", ds.display());
