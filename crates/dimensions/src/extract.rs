@@ -115,8 +115,14 @@ pub struct Extracted {
 /// walked into structs; `_propertyName` gives the top-level property names.
 pub fn for_each_key_value(record: &Record, key: &str, mut f: &mut dyn FnMut(&Value)) {
     if key == "_propertyName" {
+        // (one value, its text replaced by each name in turn: not a string per name)
+        let mut name_value = Value::Str(String::new());
         for name in record.names() {
-            f(&Value::Str(name.to_string()));
+            if let Value::Str(text) = &mut name_value {
+                text.clear();
+                text.push_str(name);
+            }
+            f(&name_value);
         }
         return;
     }
