@@ -1,3 +1,4 @@
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 
 use discern_model::{validate_id, Record, Value};
@@ -328,9 +329,7 @@ impl<S: Events> Parser<S> {
     /// `<properties>` holding exactly one `<struct>`; returns its entries with values.
     fn properties(&mut self) -> Result<Record, ParseError> {
         let entries = self.properties_struct()?;
-        let repeated =
-            (1..entries.len()).any(|i| entries[..i].iter().any(|(k, _)| *k == entries[i].0));
-        if !repeated {
+        if !names_repeat(&entries) {
             // (the entries' own allocation, taken over: an entry and a property are the
             // same size)
             return Ok(Record(
@@ -340,14 +339,32 @@ impl<S: Events> Parser<S> {
                     .collect(),
             ));
         }
-        // a name given twice: its last value, in its first place
-        let mut rec = Record(Vec::with_capacity(entries.len()));
-        for (name, value) in entries {
-            if let Some(v) = value {
-                rec.set(name, v);
+        // A name given twice: its last value, in its first place (as `Record::set`
+        // would have it, but in one pass: a record of many entries is not searched
+        // once per entry).
+        let mut place: Vec<Option<usize>> = vec![None; entries.len()];
+        let mut places = 0;
+        {
+            let mut first: HashMap<&str, usize> = HashMap::new();
+            for ((name, value), p) in entries.iter().zip(&mut place) {
+                if value.is_some() {
+                    *p = Some(*first.entry(name.as_str()).or_insert_with(|| {
+                        places += 1;
+                        places - 1
+                    }));
+                }
             }
         }
-        Ok(rec)
+        let mut out: Vec<Option<(String, Value)>> = (0..places).map(|_| None).collect();
+        for ((name, value), p) in entries.into_iter().zip(place) {
+            if let (Some(value), Some(p)) = (value, p) {
+                match &mut out[p] {
+                    Some((_, old)) => *old = value,
+                    empty => *empty = Some((name, value)),
+                }
+            }
+        }
+        Ok(Record(out.into_iter().flatten().collect()))
     }
 
     fn properties_for_removal(&mut self) -> Result<RemovalEntries, ParseError> {
@@ -523,6 +540,16 @@ impl<S: Events> Parser<S> {
             _ => Err(self.error_at(at, format!("unknown value element <{name}>"))),
         }
     }
+}
+
+/// Whether a name comes twice among `entries`: compared pairwise while they are few, by
+/// a set past that (a record of many entries is not searched once per entry).
+fn names_repeat<V>(entries: &[(String, V)]) -> bool {
+    if entries.len() <= 16 {
+        return (1..entries.len()).any(|i| entries[..i].iter().any(|(k, _)| *k == entries[i].0));
+    }
+    let mut seen = HashSet::with_capacity(entries.len());
+    entries.iter().any(|(k, _)| !seen.insert(k.as_str()))
 }
 
 /// `s` without leading and trailing whitespace, reusing its buffer.
@@ -734,6 +761,33 @@ mod tests {
             records[1].0,
             vec![("z".to_string(), Value::Str("4".into()))]
         );
+    }
+
+    /// Past the few entries compared pairwise, a repeated name is found by a set and
+    /// the record made in one pass, with the same result.
+    #[test]
+    fn many_entries_with_repeated_names() {
+        let entry = |i: usize, v: usize| format!("<entry name='p{i}'><int>{v}</int></entry>");
+        let mut doc = String::from("<changeset><set-item id='a'><properties><struct>");
+        for i in 0..30 {
+            doc.push_str(&entry(i, i));
+        }
+        for i in (0..30).rev().step_by(3) {
+            doc.push_str(&entry(i, 100 + i));
+            doc.push_str(&format!("<entry name='p{i}'/><entry name='q{i}'/>"));
+        }
+        doc.push_str("</struct></properties></set-item></changeset>");
+        let actions = read(&doc).unwrap();
+        let Action::Set { record, .. } = &actions[0] else {
+            panic!()
+        };
+        let want: Vec<(String, Value)> = (0..30)
+            .map(|i| {
+                let v = if i % 3 == 2 { 100 + i } else { i };
+                (format!("p{i}"), Value::Int(v as i64))
+            })
+            .collect();
+        assert_eq!(record.0, want);
     }
 
     #[test]
