@@ -297,12 +297,22 @@ pub struct StrListBuilder {
     group_ends: Vec<u32>,
     ends: Vec<u32>,
     bytes: Vec<u8>,
+    /// Once `contains` is asked of more than `SEARCHED_AT_MOST` strings: every string
+    /// pushed, so that a list of many values kept free of repeats does not cost the
+    /// square of their number.
+    seen: Option<std::collections::HashSet<Box<[u8]>>>,
 }
+
+/// Strings `contains` compares one by one at most.
+const SEARCHED_AT_MOST: usize = 32;
 
 impl StrListBuilder {
     pub fn push(&mut self, s: &str) {
         self.bytes.extend_from_slice(s.as_bytes());
         self.ends.push(self.bytes.len() as u32);
+        if let Some(seen) = &mut self.seen {
+            seen.insert(s.as_bytes().into());
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -314,7 +324,19 @@ impl StrListBuilder {
     }
 
     /// Whether a string equal to `s` was pushed since the last `finish`.
-    pub fn contains(&self, s: &str) -> bool {
+    pub fn contains(&mut self, s: &str) -> bool {
+        if self.seen.is_none() && self.ends.len() > SEARCHED_AT_MOST {
+            let mut start = 0usize;
+            let seen = self.ends.iter().map(|&e| {
+                let one: Box<[u8]> = self.bytes[start..e as usize].into();
+                start = e as usize;
+                one
+            });
+            self.seen = Some(seen.collect());
+        }
+        if let Some(seen) = &self.seen {
+            return seen.contains(s.as_bytes());
+        }
         let mut start = 0usize;
         self.ends.iter().any(|&e| {
             let hit = &self.bytes[start..e as usize] == s.as_bytes();
@@ -342,6 +364,7 @@ impl StrListBuilder {
         self.group_ends.clear();
         self.ends.clear();
         self.bytes.clear();
+        self.seen = None;
         StrList(out.into())
     }
 }
@@ -349,6 +372,26 @@ impl StrListBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `contains` answers alike for few strings (compared one by one) and many (by a
+    /// set made once), across groups, and forgets them at `finish`.
+    #[test]
+    fn contains_few_and_many() {
+        let mut b = StrListBuilder::default();
+        for n in [3usize, 200] {
+            for i in 0..n {
+                assert!(!b.contains(&format!("s{i}")));
+                b.push(&format!("s{i}"));
+                if i % 50 == 0 {
+                    b.end_group();
+                }
+                assert!(b.contains(&format!("s{i}")) && b.contains("s0"));
+            }
+            assert!(!b.contains(&format!("s{n}")) && !b.contains(""));
+            b.finish();
+            assert!(!b.contains("s0"));
+        }
+    }
     use proptest::prelude::*;
 
     proptest! {
