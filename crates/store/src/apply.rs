@@ -412,6 +412,7 @@ fn apply_items(
     // keeps the names (`Named`), a million-item load's ~1.5 s of the store thread.
     let started_empty = items.is_empty().map_err(db_err)?;
     let mut named = Named::new(ty, started_empty);
+    let only_creates = named.only_creates();
     // (an empty store has no pages to read ahead; a read ahead that cannot start only
     // costs the reads)
     let last_commit: Option<Arc<ItemsTable>> = if started_empty {
@@ -456,7 +457,6 @@ fn apply_items(
             waited += idle_since.elapsed();
             for action in batch {
                 applied = check_allowed(ty, &action, &mut named).and_then(|()| {
-                    let only_creates = named.only_creates();
                     apply_action(
                         &mut items,
                         action,

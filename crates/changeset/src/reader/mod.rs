@@ -110,12 +110,7 @@ impl<S: Events> Parser<S> {
     /// DOCTYPE are skipped (the DOCTYPE is never fetched); entity references and CDATA
     /// are folded into text.
     fn next(&mut self) -> Result<Ev, ParseError> {
-        if let Some((count, last)) = self.pending_nl.take() {
-            if count > 0 {
-                self.lines.count += count;
-                self.lines.last = last;
-            }
-        }
+        self.count_pending_newlines();
         if let Some(ev) = self.peeked.take() {
             self.ev_start = self.peeked_at;
             return Ok(ev);
@@ -160,6 +155,16 @@ impl<S: Events> Parser<S> {
         }
     }
 
+    /// Counts the newlines inside the last start tag, now that it has been handled.
+    fn count_pending_newlines(&mut self) {
+        if let Some((count, last)) = self.pending_nl.take() {
+            if count > 0 {
+                self.lines.count += count;
+                self.lines.last = last;
+            }
+        }
+    }
+
     /// A string entry (`named`) or array element the source takes whole
     /// (`Events::string_entry`): its name and value, without walking its five events.
     fn string_entry(&mut self, named: bool) -> Option<(String, Value)> {
@@ -167,12 +172,7 @@ impl<S: Events> Parser<S> {
             return None;
         }
         // (what `next` would count first)
-        if let Some((count, last)) = self.pending_nl.take() {
-            if count > 0 {
-                self.lines.count += count;
-                self.lines.last = last;
-            }
-        }
+        self.count_pending_newlines();
         let (name, text) = self.source.string_entry(named, &mut self.lines)?;
         Some((name, Value::Str(text)))
     }

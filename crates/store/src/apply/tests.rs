@@ -262,36 +262,22 @@ fn bulk_loads_into_an_empty_store_and_over_one() {
         "{err}"
     );
     assert_eq!(s.item_count().unwrap(), 0);
-    let outcome = apply(
-        &s,
-        ChangesetType::Bulk,
-        "<changeset><set-item id='a'/><set-item id='b'/></changeset>",
-    )
-    .unwrap();
-    assert!(matches!(
-        outcome,
-        ApplyOutcome::Applied {
-            created: 2,
-            modified: 0,
-            deleted: 0,
-            ..
+    // (ids; then created, modified and deleted)
+    for (ids, counts) in [
+        ("'a'/><set-item id='b'", (2, 0, 0)),
+        ("'b'/><set-item id='c'", (1, 1, 1)),
+    ] {
+        let doc = format!("<changeset><set-item id={ids}/></changeset>");
+        match apply(&s, ChangesetType::Bulk, &doc).unwrap() {
+            ApplyOutcome::Applied {
+                created,
+                modified,
+                deleted,
+                ..
+            } => assert_eq!((created, modified, deleted), counts, "{doc}"),
+            other => panic!("{doc}: {other:?}"),
         }
-    ));
-    let outcome = apply(
-        &s,
-        ChangesetType::Bulk,
-        "<changeset><set-item id='b'/><set-item id='c'/></changeset>",
-    )
-    .unwrap();
-    assert!(matches!(
-        outcome,
-        ApplyOutcome::Applied {
-            created: 1,
-            modified: 1,
-            deleted: 1,
-            ..
-        }
-    ));
+    }
     assert!(s.get("a").unwrap().is_none());
     assert_eq!(s.item_count().unwrap(), 2);
 }
