@@ -34,6 +34,7 @@ ap.add_argument("--queries", action="store_true", help="then did-you-mean once a
 ap.add_argument("--wait", type=float, default=0.0, help="seconds between the last 201 and the queries")
 ap.add_argument("--passes", type=int, default=1, help="how many times --classes are sent (pass 1 pays first use)")
 ap.add_argument("--classes", default="text", help="the classes sent --passes times after did-you-mean, comma-separated")
+ap.add_argument("--perf-passes", help="perf record (DWARF stacks) each pass of --classes into this path + .N")
 ap.add_argument("--work", default="/tmp/after-bulk-work")
 ap.add_argument("--keep-log", help="copy the server's log here before the work dir is removed")
 ap.add_argument("--port", type=int, default=18811)
@@ -41,6 +42,18 @@ args = ap.parse_args()
 
 shutil.rmtree(args.work, ignore_errors=True)
 os.makedirs(args.work)
+
+
+def record(path, hz=499):
+    """perf record (DWARF stacks) of the server into `path`, started and given a second to attach."""
+    perf = subprocess.Popen(
+        ["perf", "record", "-F", str(hz), "--call-graph", "dwarf,24000", "-p", str(srv.proc.pid), "-o", path],
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    return perf
+
+
 log = os.path.join(args.work, "log")
 srv = Server(args.binary, os.path.join(args.work, "data"), args.port, log)
 took = []  # ms to each delta's 201
@@ -64,11 +77,7 @@ try:
 
     perf = None
     if args.perf:
-        perf = subprocess.Popen(
-            ["perf", "record", "-F", "499", "--call-graph", "dwarf,24000", "-p", str(srv.proc.pid), "-o", args.perf],
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1)
+        perf = record(args.perf)
     items_file = os.path.join(args.work, "data", "items.redb")
     ticks, written, grown = srv.cpu_ticks(), srv.written_bytes(), os.path.getsize(items_file)
     k = 1
@@ -96,8 +105,13 @@ try:
 
     if args.queries:
         time.sleep(args.wait)
-        for cls in ["didyoumean"] + args.classes.split(",") * args.passes:
-            times = [srv.timed_post(p, b) for _, p, b in queries(args.dataset, cls)[:100]]
+        for n, cls in enumerate(["didyoumean"] + args.classes.split(",") * args.passes):
+            reqs = queries(args.dataset, cls)[:100]
+            perf = record(f"{args.perf_passes}.{n}", 1999) if args.perf_passes and n > 0 else None
+            times = [srv.timed_post(p, b) for _, p, b in reqs]
+            if perf:
+                perf.send_signal(2)
+                perf.wait()
             print(f"  {cls} p50 {statistics.median(times):.2f} ms, sum {sum(times):.0f} ms", flush=True)
         print(f"  resident after the queries: {srv.rss_mb()} MB", flush=True)
 finally:

@@ -223,7 +223,7 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
     let mut records: HashMap<&str, Record> = HashMap::new();
     if needs_records {
         let top_n = q.group_by.as_ref().map(|g| g.top_n).unwrap_or(1);
-        let _ahead = items.read_ahead(
+        let mut reads = items.reads(
             page_groups
                 .iter()
                 .flat_map(|g| g.iter().take(top_n).map(|h| &*h.id)),
@@ -231,7 +231,7 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
         for g in &page_groups {
             for h in g.iter().take(top_n) {
                 if !records.contains_key(&*h.id) {
-                    records.insert(&h.id, items.get(&h.id)?.unwrap_or_default());
+                    records.insert(&h.id, reads.get(&h.id)?.unwrap_or_default());
                 }
             }
         }
@@ -250,14 +250,14 @@ pub fn query_response(engine: &Engine, body: &J) -> Result<QueryResponse> {
         } else {
             Some(&props[..])
         };
-        let _ahead = items.read_ahead(page.iter().map(|h| &*h.id));
+        let mut reads = items.reads(page.iter().map(|h| &*h.id));
         let mut text = Vec::with_capacity(page.len() * 256 + 2);
         text.push(b'[');
         for (i, h) in page.iter().enumerate() {
             if i > 0 {
                 text.push(b',');
             }
-            let written = items.with_raw(&h.id, |raw| {
+            let written = reads.with_raw(&h.id, |raw| {
                 discern_model::write_props_json(raw, only, &mut text)
             })?;
             match written {

@@ -174,7 +174,15 @@ impl Store {
             inner: body,
             log: &mut log,
         };
-        let (actions, counts) = apply_items(&self.db, &self.reading, &txn, ty, tee, on_change)?;
+        let (actions, counts) = apply_items(
+            &self.db,
+            &self.reading,
+            self.disk_read_takes(),
+            &txn,
+            ty,
+            tee,
+            on_change,
+        )?;
         if actions == 0 && ty != ChangesetType::Reset {
             txn.abort().map_err(db_err)?;
             return Ok(ApplyOutcome::Empty);
@@ -341,6 +349,7 @@ impl Store {
             apply_items(
                 &self.db,
                 &self.reading,
+                self.disk_read_takes(),
                 &txn,
                 ty,
                 &mut body,
@@ -388,11 +397,12 @@ const READ_AHEAD_THREADS: usize = 4;
 /// calling `on_change` with every change: the number of actions and what they did.
 /// The document is parsed on a thread of its own while this one reads and writes the
 /// item store, so that the two halves of an apply overlap; the items the parser hands
-/// over are read ahead meanwhile (`pages`), through a read transaction of the last
-/// commit, until this thread has applied every action.
+/// over are read ahead meanwhile if their pages come from the disk (`pages`), through a
+/// read transaction of the last commit, until this thread has applied every action.
 fn apply_items(
     db: &Database,
     reads_under_way: &crate::pages::ReadsUnderWay,
+    from_disk: std::time::Duration,
     txn: &WriteTransaction,
     ty: ChangesetType,
     body: impl Read + Send,
@@ -428,7 +438,13 @@ fn apply_items(
     let read_ahead = |batch: &[Action]| {
         if let Some(table) = &last_commit {
             let ids = batch.iter().map(|a| a.id().to_string()).collect();
-            let job = ReadAhead::start_on(table, ids, READ_AHEAD_THREADS, reads_under_way);
+            let job = ReadAhead::start_on_if_from_disk(
+                table,
+                ids,
+                READ_AHEAD_THREADS,
+                reads_under_way,
+                from_disk,
+            );
             if let Ok(mut reading) = reading.lock() {
                 reading.push_back(job);
             }

@@ -20,11 +20,12 @@ pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use image::{image_meta, install_image, ImageSource, IMAGE_CHANGESET, IMAGE_ITEMS};
 pub use log::{is_engine_id, threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
-pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead};
+pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead, Reads};
 
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use discern_model::{decode_record, Error, Record, Result};
@@ -41,17 +42,21 @@ pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
 pub struct ItemReader {
     items: std::sync::Arc<pages::ItemsTable>,
     reading: pages::ReadsUnderWay,
+    /// `pages::Reads`'s threshold.
+    from_disk: Duration,
 }
 
 impl ItemReader {
-    /// Starts reading the items `ids` names, several at once, so that the reads of them
-    /// that follow (in any order, through this reader) find their pages in memory.
-    /// Reading stops when the returned value is dropped.
-    pub fn read_ahead<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> ReadAhead {
-        ReadAhead::start(
+    /// The reads of the items `ids` names, to be made in that order through the value
+    /// returned: once one of them turns out to come from the disk, the rest are read
+    /// several at once, so that the reads that follow find their pages in memory (see
+    /// `pages`). Reading ahead stops when the returned value is dropped.
+    pub fn reads<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Reads<'_> {
+        Reads::new(
             &self.items,
-            ids.into_iter().map(str::to_string).collect(),
             &self.reading,
+            ids.into_iter().map(str::to_string).collect(),
+            self.from_disk,
         )
     }
 
@@ -116,6 +121,8 @@ pub struct Store {
     db: Database,
     /// Closing waits for these (`pages::wait_for_reads`).
     reading: pages::ReadsUnderWay,
+    /// The readers' `pages::Reads` threshold, in nanoseconds (`set_from_disk`).
+    from_disk_ns: AtomicU64,
     retain_snapshots: usize,
     /// Taken after a write transaction, never before (see `sync`).
     durable: parking_lot::Mutex<Durable>,
@@ -195,6 +202,7 @@ impl Store {
             log_dir,
             db,
             reading: Default::default(),
+            from_disk_ns: AtomicU64::new(pages::FROM_DISK.as_nanos() as u64),
             retain_snapshots: retain_snapshots.max(1),
             durable: parking_lot::Mutex::new(Durable {
                 journal,
@@ -358,11 +366,25 @@ impl Store {
 
     /// A reader of the item store as of now: every read through it sees the same
     /// committed state, however many applies commit meanwhile.
+    /// How long a read may take before the reads named with it are read ahead — a
+    /// page's (`ItemReader::reads`, readers made from now on) or an apply's batch
+    /// (`pages::ReadAhead::start_on_if_from_disk`); `pages::FROM_DISK` unless set. Zero
+    /// reads ahead after every first read, as tests need.
+    pub fn set_from_disk(&self, took: Duration) {
+        self.from_disk_ns
+            .store(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn disk_read_takes(&self) -> Duration {
+        Duration::from_nanos(self.from_disk_ns.load(Ordering::Relaxed))
+    }
+
     pub fn reader(&self) -> Result<ItemReader> {
         let txn = self.db.begin_read().map_err(db_err)?;
         Ok(ItemReader {
             items: std::sync::Arc::new(txn.open_table(ITEMS).map_err(db_err)?),
             reading: self.reading.clone(),
+            from_disk: self.disk_read_takes(),
         })
     }
 
@@ -468,7 +490,7 @@ mod tests {
         let s = Store::open(d.path(), 2, 8 << 20).unwrap();
         let reading = s.reading.clone();
         // (as a reader thread counts a read before it takes the table)
-        reading.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        reading.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = std::sync::mpsc::channel();
         let closing = std::thread::spawn(move || {
             drop(s);
@@ -476,7 +498,7 @@ mod tests {
         });
         let wait = std::time::Duration::from_millis(200);
         assert!(rx.recv_timeout(wait).is_err(), "closed under a read");
-        reading.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        reading.fetch_sub(1, Ordering::SeqCst);
         rx.recv_timeout(std::time::Duration::from_secs(10))
             .expect("closed once the read ended");
         closing.join().unwrap();

@@ -4,26 +4,37 @@
 //! A query page's properties are read from the item store one record after the other.
 //! On a store larger than what stays in memory (the pages of a million-item store are
 //! mostly cold: the machine pages out file pages it has not touched lately), each of a
-//! page's 20 records is a leaf not in memory, read from the disk in 60–110 µs: a page of
-//! results took 1.2–2.2 ms more with its properties than without them. Here the ids are
+//! page's 20 records is a leaf not in memory, read from the disk in 60–400 µs: a page of
+//! results took 1.2–3.4 ms more with its properties than without them. Here the ids are
 //! handed to a few long-lived threads that read them through the caller's own read
 //! transaction, several reads in flight at once, while the caller reads them in order:
 //! its reads then find the pages in memory, or already on their way. The caller never
-//! waits for these threads; when its pages were in memory anyway, it is done before
-//! they start, and they stop.
+//! waits for these threads.
+//!
+//! A page's reads (`Reads`) hand their ids over only once one of them came from the
+//! disk. When the store's pages are in the OS's memory (a store that fits in it, as the
+//! benchmark's does), a read takes 1–15 µs and waking up to 16 reader threads for a page
+//! costs more than it saves: on two cores they run ahead of the caller, which then
+//! waits its turn — a first pass of text requests after a restart took 0.26–2.2 ms at
+//! the median to write a page's properties with the reader threads, 0.23–0.33 without.
 //!
 //! An apply's write transaction reads every page on the path from the root to each
 //! item's leaf, on its one store thread. As the parser hands a batch of actions over,
-//! their ids come here too, read through a read transaction of the last commit (the
-//! tree the write transaction starts from), so that the leaves are in memory — redb's
-//! cache and the OS's — when the store thread reaches them.
+//! it reads the first one's item through a read transaction of the last commit (the
+//! tree the write transaction starts from); if that came from the disk, the rest come
+//! here, so that the leaves are in memory — redb's cache and the OS's — when the store
+//! thread reaches them (`ReadAhead::start_on_if_from_disk`).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
+use discern_model::{decode_record, Record, Result};
 use redb::ReadOnlyTable;
+
+use crate::db_err;
 
 pub(crate) type ItemsTable = ReadOnlyTable<&'static str, &'static [u8]>;
 
@@ -141,6 +152,70 @@ fn read(job: &Job) {
     }
 }
 
+/// A read slower than this came from the disk, not from memory (`Reads`): reads of
+/// pages in the OS's memory took 1–15 µs here (99% under 36 µs), reads from the disk
+/// 60–400 µs (the median 155 µs).
+pub const FROM_DISK: Duration = Duration::from_micros(100);
+
+/// The reads of a few named items, in the order named (a page of results, the ids of
+/// `/ws/items`), through one read transaction. The items not yet read are read ahead
+/// once a read takes `from_disk` or longer — once the pages turn out not to be in memory.
+pub struct Reads<'r> {
+    items: &'r Arc<ItemsTable>,
+    reading: &'r ReadsUnderWay,
+    ids: Vec<String>,
+    /// How many of `ids` have been read, in order.
+    done: usize,
+    from_disk: Duration,
+    ahead: Option<ReadAhead>,
+}
+
+impl<'r> Reads<'r> {
+    pub(crate) fn new(
+        items: &'r Arc<ItemsTable>,
+        reading: &'r ReadsUnderWay,
+        ids: Vec<String>,
+        from_disk: Duration,
+    ) -> Reads<'r> {
+        Reads {
+            items,
+            reading,
+            ids,
+            done: 0,
+            from_disk,
+            ahead: None,
+        }
+    }
+
+    /// Calls `f` with the item's encoded record (`ItemReader::with_raw`). An id out of
+    /// the order named is read too, but only the named ids after the last one read in
+    /// order are read ahead.
+    pub fn with_raw<T>(&mut self, id: &str, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        let started = Instant::now();
+        let got = self.items.get(id).map_err(db_err)?;
+        let took = started.elapsed();
+        if self.ids.get(self.done).is_some_and(|next| next == id) {
+            self.done += 1;
+        }
+        if self.ahead.is_none() && took >= self.from_disk && self.done < self.ids.len() {
+            let rest = self.ids[self.done..].to_vec();
+            self.ahead = Some(ReadAhead::start(self.items, rest, self.reading));
+        }
+        Ok(got.map(|v| f(v.value())))
+    }
+
+    /// The item's record (`ItemReader::get`), read as `with_raw` reads it.
+    pub fn get(&mut self, id: &str) -> Result<Option<Record>> {
+        self.with_raw(id, |raw| decode_record(raw).map_err(db_err))?
+            .transpose()
+    }
+
+    /// Whether the items not yet read are being read ahead.
+    pub fn reading_ahead(&self) -> bool {
+        self.ahead.is_some()
+    }
+}
+
 /// Items being read ahead for a caller; dropping it tells the reader threads the caller
 /// is done.
 pub struct ReadAhead {
@@ -181,6 +256,32 @@ impl ReadAhead {
             HANDED_OVER.with(|n| n.set(n.get() + job.ids.len() as u64));
         }
         ReadAhead { job: Some(job) }
+    }
+
+    /// `start_on`, if the first of `ids`, read here first, came from the disk (took
+    /// `from_disk` or longer); else nothing is read ahead. An apply's batches are read
+    /// ahead through the last commit while its store thread reads them again through
+    /// its write transaction: when the pages are in the OS's memory, that second
+    /// descent and the reader threads' wake-ups cost more than they save — ten 1,000-item
+    /// deltas after a 1M bulk load took 204 / 229 ticks of CPU without read-ahead,
+    /// 262 / 264 with it, the median delta 112 / 121 against 125 / 142 ms.
+    pub(crate) fn start_on_if_from_disk(
+        table: &Arc<ItemsTable>,
+        mut ids: Vec<String>,
+        threads: usize,
+        reading: &ReadsUnderWay,
+        from_disk: Duration,
+    ) -> ReadAhead {
+        if ids.is_empty() {
+            return ReadAhead { job: None };
+        }
+        let first = ids.remove(0);
+        let started = Instant::now();
+        let _ = table.get(first.as_str());
+        if started.elapsed() < from_disk {
+            return ReadAhead { job: None };
+        }
+        Self::start_on(table, ids, threads, reading)
     }
 
     /// Ids the reader threads have taken so far.
@@ -306,6 +407,56 @@ mod tests {
         let next = held_by_a_reader.next.load(Ordering::SeqCst);
         read(&held_by_a_reader);
         assert_eq!(held_by_a_reader.next.load(Ordering::SeqCst), next);
+    }
+
+    /// Reads hand the ids after the one read over only once a read is as slow as a
+    /// read from the disk, and only once.
+    #[test]
+    fn reads_are_read_ahead_after_a_slow_one() {
+        let (_dir, table) = table_of(6);
+        let reading = ReadsUnderWay::default();
+        let ids = || (0..6).map(|i| format!("i{i}")).collect::<Vec<_>>();
+        let record = |r: &mut Reads, id: &str| r.with_raw(id, <[u8]>::to_vec).unwrap();
+
+        // from memory: nothing read ahead, every record read
+        let before = handed_over_here();
+        let mut fast = Reads::new(&table, &reading, ids(), Duration::from_secs(3600));
+        for id in ids() {
+            assert_eq!(record(&mut fast, &id).as_deref(), Some(&b"record"[..]));
+        }
+        assert!(!fast.reading_ahead());
+        assert_eq!(handed_over_here(), before);
+
+        // every read "from the disk": the five named after the first, handed over after
+        // the first read; a later read, named or not, hands nothing more over
+        let mut slow = Reads::new(&table, &reading, ids(), Duration::ZERO);
+        assert_eq!(record(&mut slow, "i0").as_deref(), Some(&b"record"[..]));
+        assert!(slow.reading_ahead());
+        assert_eq!(handed_over_here() - before, 5);
+        assert_eq!(record(&mut slow, "i9"), None);
+        assert_eq!(record(&mut slow, "i1").as_deref(), Some(&b"record"[..]));
+        assert_eq!(handed_over_here() - before, 5, "read ahead once");
+    }
+
+    /// A batch is read ahead, but for the first id, only if reading that one was as
+    /// slow as a read from the disk.
+    #[test]
+    fn a_batch_is_read_ahead_if_its_first_read_was_slow() {
+        let (_dir, table) = table_of(5);
+        let reading = ReadsUnderWay::default();
+        let ids = || (0..5).map(|i| format!("i{i}")).collect::<Vec<_>>();
+        let before = handed_over_here();
+        let fast = ReadAhead::start_on_if_from_disk(&table, ids(), 4, &reading, Duration::MAX);
+        assert!(fast.job.is_none());
+        assert_eq!(handed_over_here(), before);
+        let slow = ReadAhead::start_on_if_from_disk(&table, ids(), 4, &reading, Duration::ZERO);
+        let job = slow.job.as_ref().expect("read ahead");
+        assert_eq!(job.ids, ids()[1..]);
+        assert_eq!(job.wanted, 4);
+        assert_eq!(handed_over_here() - before, 4);
+        let none =
+            ReadAhead::start_on_if_from_disk(&table, Vec::new(), 4, &reading, Duration::ZERO);
+        assert!(none.job.is_none());
     }
 
     #[test]
