@@ -20,7 +20,7 @@ pub use apply::{ApplyOutcome, ItemChange, Listed};
 pub use image::{image_meta, install_image, ImageSource, IMAGE_CHANGESET, IMAGE_ITEMS};
 pub use log::{is_engine_id, threads_started as log_threads_started, LogWriter};
 pub use meta::{ChangesetMeta, ChangesetType};
-pub use pages::{handed_over_here as pages_handed_over_here, ReadAhead, Reads};
+pub use pages::{handed_over_here as pages_handed_over_here, Reads};
 
 use std::fs;
 use std::io::{self, Read};
@@ -364,8 +364,6 @@ impl Store {
         self.reader()?.get(id)
     }
 
-    /// A reader of the item store as of now: every read through it sees the same
-    /// committed state, however many applies commit meanwhile.
     /// How long a read may take before the reads named with it are read ahead — a
     /// page's (`ItemReader::reads`, readers made from now on) or an apply's batch
     /// (`pages::ReadAhead::start_on_if_from_disk`); `pages::FROM_DISK` unless set. Zero
@@ -379,6 +377,8 @@ impl Store {
         Duration::from_nanos(self.from_disk_ns.load(Ordering::Relaxed))
     }
 
+    /// A reader of the item store as of now: every read through it sees the same
+    /// committed state, however many applies commit meanwhile.
     pub fn reader(&self) -> Result<ItemReader> {
         let txn = self.db.begin_read().map_err(db_err)?;
         Ok(ItemReader {

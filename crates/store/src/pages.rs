@@ -262,9 +262,9 @@ impl ReadAhead {
     /// `from_disk` or longer); else nothing is read ahead. An apply's batches are read
     /// ahead through the last commit while its store thread reads them again through
     /// its write transaction: when the pages are in the OS's memory, that second
-    /// descent and the reader threads' wake-ups cost more than they save — ten 1,000-item
-    /// deltas after a 1M bulk load took 204 / 229 ticks of CPU without read-ahead,
-    /// 262 / 264 with it, the median delta 112 / 121 against 125 / 142 ms.
+    /// descent and the reader threads' wake-ups cost more than they save (ten 1,000-item
+    /// deltas after a 1M bulk load, four alternated pairs: 204–229 ticks of CPU without
+    /// read-ahead, 184–264 with it; DECISIONS, session 74).
     pub(crate) fn start_on_if_from_disk(
         table: &Arc<ItemsTable>,
         mut ids: Vec<String>,
