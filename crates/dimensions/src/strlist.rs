@@ -372,6 +372,7 @@ impl StrListBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// `contains` answers alike for few strings (compared one by one) and many (by a
     /// set made once), across groups, and forgets them at `finish`.
@@ -392,7 +393,6 @@ mod tests {
             assert!(!b.contains("s0"));
         }
     }
-    use proptest::prelude::*;
 
     proptest! {
         #[test]

@@ -23,31 +23,28 @@ pub(crate) struct Counts {
 /// The ids a replacing apply (snapshot, full, bulk) has named so far, where it needs
 /// them: to remove the items it did not name, and to refuse a bulk's repeated id.
 pub(crate) enum Named {
-    /// Not a replacing apply.
-    Unused,
-    /// A replacing apply into an empty store: every item it leaves, it named. A bulk's
-    /// repeated id is an item its insert finds (`only_creates`).
-    StartedEmpty {
-        bulk: bool,
-    },
+    /// Not needed: not a replacing apply, or a snapshot or full apply into an empty
+    /// store (every item it leaves, it named).
+    Unneeded,
+    /// A bulk into an empty store: not needed either, and its repeated id is an item its
+    /// insert finds already stored (`only_creates`).
+    BulkIntoEmpty,
     Kept(HashSet<String>),
 }
 
 impl Named {
     pub(crate) fn new(ty: ChangesetType, started_empty: bool) -> Named {
         match (ty.replaces_all(), started_empty) {
-            (false, _) => Named::Unused,
-            (true, true) => Named::StartedEmpty {
-                bulk: ty == ChangesetType::Bulk,
-            },
             (true, false) => Named::Kept(HashSet::new()),
+            (true, true) if ty == ChangesetType::Bulk => Named::BulkIntoEmpty,
+            _ => Named::Unneeded,
         }
     }
 
     /// Whether an item an action finds already stored was named before: a bulk into an
     /// empty store, whose set-items only create.
     pub(crate) fn only_creates(&self) -> bool {
-        matches!(self, Named::StartedEmpty { bulk: true })
+        matches!(self, Named::BulkIntoEmpty)
     }
 }
 

@@ -211,7 +211,8 @@ impl<'r> Reads<'r> {
     }
 
     /// Whether the items not yet read are being read ahead.
-    pub fn reading_ahead(&self) -> bool {
+    #[cfg(test)]
+    fn reading_ahead(&self) -> bool {
         self.ahead.is_some()
     }
 }
