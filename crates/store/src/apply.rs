@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use discern_changeset::{read_changeset, Action, ChangesetWriter, ParseError, ReadSummary};
 use discern_model::{decode_record, Error, Record, Result};
 use md5::{Digest, Md5};
-use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
+    WriteTransaction,
+};
 
 use crate::actions::{apply_action, check_allowed, Counts, Named};
 use crate::journal::Entry;
@@ -281,9 +284,9 @@ impl Store {
                 return Err(e);
             }
         };
-        if !durable_now {
-            txn.set_durability(Durability::None);
-        }
+        // redb refuses a non-durable commit only for a transaction holding a persistent
+        // savepoint, which the store never makes; were it refused, the commit is durable
+        let durable_now = durable_now || txn.set_durability(Durability::None).is_err();
         // lock order: a write transaction, then the journal (`Store::sync`)
         let mut durable = self.durable.lock();
         let committing = std::time::Instant::now();

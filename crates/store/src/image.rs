@@ -8,7 +8,7 @@ use std::fs;
 use std::path::Path;
 
 use discern_model::{Error, Result};
-use redb::{Database, ReadTransaction, ReadableTable, ReadableTableMetadata};
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use crate::{
     db_err, log_file, sync_dir, write_atomic, ChangesetMeta, Store, CATALOG, DIMENSIONS_FILE,

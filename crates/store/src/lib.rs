@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use discern_model::{decode_record, Error, Record, Result};
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 pub(crate) const ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("items");
 pub(crate) const CATALOG: TableDefinition<u64, &[u8]> = TableDefinition::new("catalog");
@@ -178,6 +178,28 @@ fn state_after(m: &ChangesetMeta) -> String {
     format!("changeset {} {} {}", m.seq, m.id, m.md5)
 }
 
+/// Opens (creating if needed) the item store's database. A file written by redb 2 (file
+/// format 2, every data dir made before redb 4 was adopted) is upgraded in place first, by
+/// redb 2.6's own `Database::upgrade` — the way redb's changelog gives for 3.0 — so that
+/// an existing data dir opens as it is.
+fn open_items(path: &Path, cache_bytes: u64) -> Result<Database> {
+    let open = || {
+        redb::Builder::new()
+            .set_cache_size(cache_bytes as usize)
+            .create(path)
+    };
+    match open() {
+        Err(redb::DatabaseError::UpgradeRequired(2)) => {
+            tracing::info!(path = %path.display(), "upgrading the item store to redb's file format 3");
+            let mut old = redb2::Database::open(path).map_err(db_err)?;
+            old.upgrade().map_err(db_err)?;
+            drop(old);
+            open().map_err(db_err)
+        }
+        opened => opened.map_err(db_err),
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the store in `dir`, removing orphaned changeset files.
     /// `cache_bytes` bounds the item store's page cache (redb's default, 1 GiB, would
@@ -186,10 +208,7 @@ impl Store {
         fs::create_dir_all(dir)?;
         let log_dir = dir.join(LOG_DIR);
         fs::create_dir_all(&log_dir)?;
-        let db = redb::Builder::new()
-            .set_cache_size(cache_bytes as usize)
-            .create(dir.join(ITEMS_FILE))
-            .map_err(db_err)?;
+        let db = open_items(&dir.join(ITEMS_FILE), cache_bytes)?;
         {
             let txn = db.begin_write().map_err(db_err)?;
             txn.open_table(ITEMS).map_err(db_err)?;
@@ -602,6 +621,90 @@ mod tests {
             "the item store alone should hold only the synced snapshot"
         );
         drop(without);
+    }
+
+    /// A data dir whose item store redb 2 wrote (file format 2) opens as it was: the file
+    /// is upgraded in place, its items and catalog unchanged, and applies go on.
+    #[test]
+    fn an_item_store_written_by_redb_2_is_upgraded_at_open() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path(), 2, 8 << 20).unwrap();
+        apply(
+            &s,
+            ChangesetType::Snapshot,
+            "<changeset><add-item id='a'/><add-item id='b'/></changeset>",
+        );
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><remove-item id='a'/><add-item id='c'/></changeset>",
+        );
+        s.sync().unwrap();
+        let before = state(&s);
+        drop(s);
+
+        // the same rows, written by redb 2.6 in its default (format 2) file
+        let path = d.path().join(ITEMS_FILE);
+        let (items, catalog) = {
+            let db = Database::open(&path).unwrap();
+            let r = db.begin_read().unwrap();
+            let rows = |t: redb::ReadOnlyTable<&str, &[u8]>| -> Vec<(String, Vec<u8>)> {
+                t.iter()
+                    .unwrap()
+                    .map(|row| {
+                        let (k, v) = row.unwrap();
+                        (k.value().to_string(), v.value().to_vec())
+                    })
+                    .collect()
+            };
+            let items = rows(r.open_table(ITEMS).unwrap());
+            let catalog: Vec<(u64, Vec<u8>)> = r
+                .open_table(CATALOG)
+                .unwrap()
+                .iter()
+                .unwrap()
+                .map(|row| {
+                    let (k, v) = row.unwrap();
+                    (k.value(), v.value().to_vec())
+                })
+                .collect();
+            (items, catalog)
+        };
+        fs::remove_file(&path).unwrap();
+        {
+            const ITEMS2: redb2::TableDefinition<&str, &[u8]> =
+                redb2::TableDefinition::new("items");
+            const CATALOG2: redb2::TableDefinition<u64, &[u8]> =
+                redb2::TableDefinition::new("catalog");
+            let db = redb2::Database::create(&path).unwrap();
+            let w = db.begin_write().unwrap();
+            {
+                let mut t = w.open_table(ITEMS2).unwrap();
+                for (k, v) in &items {
+                    t.insert(k.as_str(), v.as_slice()).unwrap();
+                }
+                let mut t = w.open_table(CATALOG2).unwrap();
+                for (k, v) in &catalog {
+                    t.insert(k, v.as_slice()).unwrap();
+                }
+            }
+            w.commit().unwrap();
+        }
+        assert!(matches!(
+            Database::open(&path),
+            Err(redb::DatabaseError::UpgradeRequired(2))
+        ));
+
+        let s = Store::open(d.path(), 2, 8 << 20).unwrap();
+        assert_eq!(state(&s), before);
+        apply(
+            &s,
+            ChangesetType::Delta,
+            "<changeset><add-item id='d'/></changeset>",
+        );
+        assert_eq!(s.item_count().unwrap(), 3);
+        drop(s);
+        assert!(Database::open(&path).is_ok(), "upgraded for good");
     }
 
     /// An apply of many items commits durably itself: nothing is left in the journal,

@@ -321,7 +321,7 @@ pub(crate) fn wait_for_reads(reading: &AtomicUsize) {
 mod tests {
     use super::*;
     use crate::ITEMS;
-    use redb::ReadableTableMetadata;
+    use redb::{ReadableDatabase, ReadableTableMetadata};
 
     fn table_of(n: usize) -> (tempfile::TempDir, Arc<ItemsTable>) {
         let dir = tempfile::tempdir().unwrap();
