@@ -8,7 +8,7 @@ use std::fs;
 use std::path::Path;
 
 use discern_model::{Error, Result};
-use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use crate::{
     db_err, log_file, sync_dir, write_atomic, ChangesetMeta, Store, CATALOG, DIMENSIONS_FILE,
@@ -89,8 +89,17 @@ impl ImageSource {
 }
 
 /// The changeset an image's item store lists (its only catalog entry), and its items.
+/// (An image an older primary wrote, in redb's file format 2, is upgraded as a data dir's
+/// item store is.)
 pub fn image_meta(dir: &Path) -> Result<(ChangesetMeta, u64)> {
-    let db = Database::open(dir.join(IMAGE_ITEMS)).map_err(db_err)?;
+    let path = dir.join(IMAGE_ITEMS);
+    if !path.is_file() {
+        return Err(Error::Internal(format!(
+            "no image item store at {}",
+            path.display()
+        )));
+    }
+    let db = crate::open_items(&path, 16 << 20)?;
     let r = db.begin_read().map_err(db_err)?;
     let cat = r.open_table(CATALOG).map_err(db_err)?;
     let mut entries = cat.iter().map_err(db_err)?;
