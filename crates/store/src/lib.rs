@@ -643,33 +643,10 @@ mod tests {
         let before = state(&s);
         drop(s);
 
-        // the same rows, written by redb 2.6 in its default (format 2) file
+        // the same rows, written by redb 2.6 in its default (format 2) file: the items
+        // as `state` read them, the catalog as applies list it (each entry by its seq)
         let path = d.path().join(ITEMS_FILE);
-        let (items, catalog) = {
-            let db = Database::open(&path).unwrap();
-            let r = db.begin_read().unwrap();
-            let rows = |t: redb::ReadOnlyTable<&str, &[u8]>| -> Vec<(String, Vec<u8>)> {
-                t.iter()
-                    .unwrap()
-                    .map(|row| {
-                        let (k, v) = row.unwrap();
-                        (k.value().to_string(), v.value().to_vec())
-                    })
-                    .collect()
-            };
-            let items = rows(r.open_table(ITEMS).unwrap());
-            let catalog: Vec<(u64, Vec<u8>)> = r
-                .open_table(CATALOG)
-                .unwrap()
-                .iter()
-                .unwrap()
-                .map(|row| {
-                    let (k, v) = row.unwrap();
-                    (k.value(), v.value().to_vec())
-                })
-                .collect();
-            (items, catalog)
-        };
+        let (catalog, items) = &before;
         fs::remove_file(&path).unwrap();
         {
             const ITEMS2: redb2::TableDefinition<&str, &[u8]> =
@@ -680,12 +657,12 @@ mod tests {
             let w = db.begin_write().unwrap();
             {
                 let mut t = w.open_table(ITEMS2).unwrap();
-                for (k, v) in &items {
+                for (k, v) in items {
                     t.insert(k.as_str(), v.as_slice()).unwrap();
                 }
                 let mut t = w.open_table(CATALOG2).unwrap();
-                for (k, v) in &catalog {
-                    t.insert(k, v.as_slice()).unwrap();
+                for meta in catalog {
+                    t.insert(meta.seq, meta.encode().as_slice()).unwrap();
                 }
             }
             w.commit().unwrap();
